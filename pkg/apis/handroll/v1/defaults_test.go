@@ -1,0 +1,73 @@
+package v1_test
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/utils/ptr"
+
+	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
+	"github.com/handroll/handroll/pkg/apis/scheme"
+)
+
+func TestDefaults(t *testing.T) {
+	cases := []struct {
+		name string
+		in   handrollv1.WebAppSpec
+		want handrollv1.WebAppSpec
+	}{{
+		name: "empty spec gets every default",
+		in:   handrollv1.WebAppSpec{Image: "nginx"},
+		want: handrollv1.WebAppSpec{
+			Image:    "nginx",
+			Replicas: ptr.To[int32](1),
+			Port:     8080,
+			Service:  &handrollv1.WebAppService{Type: handrollv1.ServiceTypeClusterIP, Port: 80},
+		},
+	}, {
+		name: "zero replicas is kept: it is a valid request to scale to zero",
+		in:   handrollv1.WebAppSpec{Image: "nginx", Replicas: ptr.To[int32](0)},
+		want: handrollv1.WebAppSpec{
+			Image:    "nginx",
+			Replicas: ptr.To[int32](0),
+			Port:     8080,
+			Service:  &handrollv1.WebAppService{Type: handrollv1.ServiceTypeClusterIP, Port: 80},
+		},
+	}, {
+		name: "values that are set are kept, missing service fields are filled",
+		in: handrollv1.WebAppSpec{
+			Image:    "nginx",
+			Replicas: ptr.To[int32](3),
+			Port:     9090,
+			Service:  &handrollv1.WebAppService{Type: handrollv1.ServiceTypeNodePort},
+		},
+		want: handrollv1.WebAppSpec{
+			Image:    "nginx",
+			Replicas: ptr.To[int32](3),
+			Port:     9090,
+			Service:  &handrollv1.WebAppService{Type: handrollv1.ServiceTypeNodePort, Port: 80},
+		},
+	}}
+	s, err := scheme.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			// Through the scheme, as a decoder or webhook applies them: this
+			// also proves AddToScheme registered the generated defaulters.
+			w := &handrollv1.WebApp{Spec: *tc.in.DeepCopy()}
+			s.Default(w)
+			if diff := cmp.Diff(tc.want, w.Spec); diff != "" {
+				t.Errorf("scheme.Default (-want +got):\n%s", diff)
+			}
+
+			// Defaulting twice changes nothing.
+			again := w.DeepCopy()
+			handrollv1.SetObjectDefaults_WebApp(again)
+			if diff := cmp.Diff(w, again); diff != "" {
+				t.Errorf("defaulting is not idempotent (-first +second):\n%s", diff)
+			}
+		})
+	}
+}
