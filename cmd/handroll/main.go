@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
@@ -18,15 +19,32 @@ import (
 var version = "v0.0.0-dev"
 
 // options are the command-line flags. Their names follow the kube-* binaries
-// so that an operator of kube-controller-manager finds them where expected.
+// and controller-runtime's manager.Options, so that an operator of either
+// finds them where expected.
 type options struct {
-	kubeconfig  string
+	kubeconfig     string
+	kubeAPIQPS     float32
+	kubeAPIBurst   int
+	kubeAPITimeout time.Duration
+
+	metricsAddr      string
+	healthAddr       string
+	cacheSyncTimeout time.Duration
+	shutdownTimeout  time.Duration
+
 	showVersion bool
 }
 
 func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "",
 		"Path to a kubeconfig file. Empty: the KUBECONFIG environment variable, then the in-cluster configuration, then ~/.kube/config.")
+	fs.Float32Var(&o.kubeAPIQPS, "kube-api-qps", 20, "Queries per second to the API server, sustained.")
+	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", 30, "Queries to the API server allowed in a burst above --kube-api-qps.")
+	fs.DurationVar(&o.kubeAPITimeout, "kube-api-timeout", 0, "Timeout of each API request; 0 means none (client-go's default).")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus /metrics endpoint; 0 disables it.")
+	fs.StringVar(&o.healthAddr, "health-probe-bind-address", ":8081", "Address of /healthz, /livez and /readyz; 0 disables them.")
+	fs.DurationVar(&o.cacheSyncTimeout, "cache-sync-timeout", 2*time.Minute, "How long the informers may take to list everything before start-up fails.")
+	fs.DurationVar(&o.shutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long a graceful stop may take before the process exits anyway.")
 	fs.BoolVar(&o.showVersion, "version", false, "Print the version and Go build information, then exit.")
 }
 
@@ -36,13 +54,13 @@ func main() {
 
 // run parses args and runs the operator; it returns the process exit code.
 func run(args []string, stdout, stderr io.Writer) int {
+	// Step 1 — flags.
 	fs := pflag.NewFlagSet("handroll", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "handroll runs the WebApp operator (group handroll.dev).\n\nUsage:\n  handroll [flags]\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-
 	var o options
 	o.addFlags(fs)
 	addKlogFlags(fs)
@@ -50,7 +68,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
 		return pflag.NormalizedName(strings.ReplaceAll(name, "_", "-"))
 	})
-
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0
@@ -62,10 +79,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 		printVersion(stdout)
 		return 0
 	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "handroll: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
 
-	klog.InfoS("Starting handroll", "version", version)
-	klog.ErrorS(nil, "The start sequence is not assembled yet; nothing to run")
-	return 1
+	// Step 2 — signals (signals.SetupSignalHandler): the first SIGINT or
+	// SIGTERM cancels ctx and starts a graceful stop; a second exits at once.
+	ctx, stop := signalContext()
+	defer stop()
+
+	if err := start(ctx, o); err != nil {
+		klog.ErrorS(err, "handroll stopped with an error")
+		klog.Flush()
+		return 1
+	}
+	klog.InfoS("handroll stopped")
+	klog.Flush()
+	return 0
 }
 
 // addKlogFlags adds klog's -v and --vmodule, the two logging flags the kube

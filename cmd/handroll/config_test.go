@@ -1,0 +1,110 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+func writeKubeconfig(t *testing.T, dir, server string) string {
+	t.Helper()
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["c"] = &clientcmdapi.Cluster{Server: server}
+	cfg.AuthInfos["u"] = &clientcmdapi.AuthInfo{Token: "t"}
+	cfg.Contexts["x"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u"}
+	cfg.CurrentContext = "x"
+	path := filepath.Join(dir, strings.NewReplacer(":", "_", "/", "_").Replace(server))
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestLoadConfigOrder(t *testing.T) {
+	dir := t.TempDir()
+	home := filepath.Join(dir, "home")
+	if err := os.MkdirAll(filepath.Join(home, ".kube"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	flagFile := writeKubeconfig(t, dir, "https://flag.example:6443")
+	envFile := writeKubeconfig(t, dir, "https://env.example:6443")
+	homeFile := writeKubeconfig(t, dir, "https://home.example:6443")
+	if err := os.Rename(homeFile, filepath.Join(home, ".kube", "config")); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HOME", home)
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	t.Setenv("KUBERNETES_SERVICE_PORT", "")
+
+	cases := []struct {
+		name, flag, env, want string
+	}{
+		{"the flag wins", flagFile, envFile, "https://flag.example:6443"},
+		{"then KUBECONFIG", "", envFile, "https://env.example:6443"},
+		{"then the home directory", "", "", "https://home.example:6443"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("KUBECONFIG", tc.env)
+			cfg, _, err := loadConfig(tc.flag, 7, 11, 3*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Host != tc.want {
+				t.Errorf("host %q, want %q", cfg.Host, tc.want)
+			}
+			if cfg.QPS != 7 || cfg.Burst != 11 || cfg.Timeout != 3*time.Second {
+				t.Errorf("qps %v burst %d timeout %s: the flags were not applied", cfg.QPS, cfg.Burst, cfg.Timeout)
+			}
+			if !strings.HasPrefix(cfg.UserAgent, "handroll/") {
+				t.Errorf("user agent %q", cfg.UserAgent)
+			}
+		})
+	}
+}
+
+func TestLoadConfigNamesWhatItTried(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("KUBECONFIG", "")
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	t.Setenv("KUBERNETES_SERVICE_PORT", "")
+	_, _, err := loadConfig("", 20, 30, 0)
+	if err == nil {
+		t.Fatal("loadConfig found a configuration where there is none")
+	}
+	for _, want := range []string{"--kubeconfig", "KUBECONFIG", "in-cluster", ".kube/config"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not mention %q: %v", want, err)
+		}
+	}
+
+	if _, _, err := loadConfig("/does/not/exist", 20, 30, 0); err == nil || !strings.Contains(err.Error(), "--kubeconfig=/does/not/exist") {
+		t.Errorf("a missing --kubeconfig file: error %v, want one naming the flag", err)
+	}
+}
+
+func TestFlags(t *testing.T) {
+	var out, errOut strings.Builder
+	if code := run([]string{"--version"}, &out, &errOut); code != 0 || !strings.HasPrefix(out.String(), "handroll ") || !strings.Contains(out.String(), "go:") {
+		t.Errorf("--version: code %d, output %q", code, out.String())
+	}
+	out.Reset()
+	errOut.Reset()
+	if code := run([]string{"--help"}, &out, &errOut); code != 0 {
+		t.Errorf("--help: code %d", code)
+	}
+	for _, flag := range []string{"--kubeconfig", "-v, --v", "--kube-api-qps", "--kube-api-burst", "--kube-api-timeout", "--metrics-bind-address", "--health-probe-bind-address"} {
+		if !strings.Contains(errOut.String(), flag) {
+			t.Errorf("--help does not list %s", flag)
+		}
+	}
+	errOut.Reset()
+	if code := run([]string{"--no-such-flag"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "unknown flag: --no-such-flag") {
+		t.Errorf("an unknown flag: code %d, stderr %q", code, errOut.String())
+	}
+}

@@ -1,0 +1,202 @@
+// Command cluster runs the local cluster behind `make cluster-up`,
+// `make cluster-down` and `make cluster-status`: etcd, kube-apiserver,
+// kube-controller-manager, kube-scheduler and kwok with fake nodes, built
+// from pinned sources by hack/testbin.sh, running in the background until
+// brought down.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/handroll/handroll/test/controlplane"
+)
+
+// operatorNamespace is where handroll runs and keeps its own objects.
+const operatorNamespace = "handroll-system"
+
+func main() {
+	nodes := flag.Int("nodes", 2, "fake nodes to register with kwok (up)")
+	flag.Usage = func() {
+		fmt.Fprintf(os.Stderr, "usage: cluster [--nodes N] up|down|status\n")
+	}
+	flag.Parse()
+	if flag.NArg() != 1 {
+		flag.Usage()
+		os.Exit(2)
+	}
+
+	root, err := controlplane.RepoRoot()
+	if err != nil {
+		fail(err)
+	}
+	l := layout{
+		dir:        filepath.Join(root, ".local", "cluster"),
+		state:      filepath.Join(root, ".local", "cluster", "state.json"),
+		kubeconfig: filepath.Join(root, ".local", "kubeconfig"),
+		crds:       filepath.Join(root, "manifests", "crd"),
+	}
+
+	switch flag.Arg(0) {
+	case "up":
+		err = up(l, *nodes)
+	case "down":
+		err = down(l)
+	case "status":
+		err = status(l)
+	default:
+		flag.Usage()
+		os.Exit(2)
+	}
+	if err != nil {
+		fail(err)
+	}
+}
+
+type layout struct{ dir, state, kubeconfig, crds string }
+
+func fail(err error) {
+	fmt.Fprintf(os.Stderr, "cluster: %v\n", err)
+	os.Exit(1)
+}
+
+// up starts the cluster unless one is already running and ready, in which
+// case it only makes sure the CRDs and namespace are current.
+func up(l layout, nodes int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+
+	if cp, err := controlplane.Load(l.state); err == nil {
+		_, down := cp.Running()
+		if len(down) == 0 && cp.Ready(ctx) == nil {
+			fmt.Printf("cluster: reusing the running local cluster (%s)\n", cp.Server)
+			return prepare(ctx, cp, l)
+		}
+		fmt.Printf("cluster: the previous local cluster is not healthy (%s down); starting a new one\n", strings.Join(down, ", "))
+		_ = cp.Stop()
+		if err := os.RemoveAll(l.dir); err != nil {
+			return err
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+
+	if err := os.MkdirAll(l.dir, 0o700); err != nil {
+		return err
+	}
+	began := time.Now()
+	cp, err := controlplane.Start(ctx, controlplane.Options{
+		Dir:      l.dir,
+		Nodes:    nodes,
+		Detach:   true,
+		Progress: os.Stdout,
+	})
+	if err != nil {
+		_ = os.RemoveAll(l.dir)
+		return err
+	}
+	if err := cp.Save(l.state); err != nil {
+		_ = cp.Stop()
+		return err
+	}
+	if err := prepare(ctx, cp, l); err != nil {
+		return err
+	}
+	fmt.Printf("cluster: up in %s: %s\n", time.Since(began).Round(time.Second), cp.Server)
+	return nil
+}
+
+// prepare installs the CRDs, creates the operator's namespace and writes the
+// admin kubeconfig where users and `make run` look for it.
+func prepare(ctx context.Context, cp *controlplane.ControlPlane, l layout) error {
+	if err := controlplane.InstallCRDs(ctx, cp, l.crds); err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(cp.Config)
+	if err != nil {
+		return err
+	}
+	_, err = client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
+		ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace},
+	}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating namespace %s: %w", operatorNamespace, err)
+	}
+	data, err := os.ReadFile(cp.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(l.kubeconfig, data, 0o600); err != nil {
+		return err
+	}
+	fmt.Printf("cluster: admin kubeconfig in %s\n", l.kubeconfig)
+	return nil
+}
+
+func down(l layout) error {
+	cp, err := controlplane.Load(l.state)
+	if errors.Is(err, fs.ErrNotExist) {
+		fmt.Println("cluster: no local cluster to stop")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := cp.Stop(); err != nil {
+		return err
+	}
+	for _, path := range []string{l.dir, l.kubeconfig} {
+		if err := os.RemoveAll(path); err != nil {
+			return err
+		}
+	}
+	fmt.Println("cluster: stopped every component and removed its state")
+	return nil
+}
+
+func status(l layout) error {
+	cp, err := controlplane.Load(l.state)
+	if errors.Is(err, fs.ErrNotExist) {
+		fmt.Println("cluster: not running (make cluster-up starts it)")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Printf("cluster: %s, state in %s\n", cp.Server, l.dir)
+	for _, p := range cp.Processes {
+		state := "running"
+		if !p.Running() {
+			state = "NOT RUNNING"
+		}
+		fmt.Printf("  %-24s pid %-8d %s  (log %s)\n", p.Name, p.PID, state, p.LogPath)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := cp.Ready(ctx); err != nil {
+		fmt.Printf("  API server: not ready: %v\n", err)
+		return nil
+	}
+	client, err := kubernetes.NewForConfig(cp.Config)
+	if err != nil {
+		return err
+	}
+	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("  API server: ready; %d node(s); kubeconfig %s\n", len(nodes.Items), l.kubeconfig)
+	return nil
+}

@@ -1,0 +1,437 @@
+package controlplane
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// Options say which components to start and where.
+type Options struct {
+	// BinDir holds the binaries. Empty: see FindBinaries.
+	BinDir string
+	// Dir is the control plane's state directory (data, certificates, logs).
+	// Empty: a new temporary directory, removed by Stop.
+	Dir string
+
+	// Controllers starts kube-controller-manager and kube-scheduler, so that
+	// Deployments create ReplicaSets and Pods, Pods are scheduled, and owned
+	// objects are garbage-collected.
+	Controllers bool
+	// Nodes starts kwok and registers this many fake nodes, whose pods kwok
+	// reports Running and Ready. It implies Controllers.
+	Nodes int
+
+	// CRDDirs are directories of CustomResourceDefinition YAML files to
+	// install; Start returns once each is Established.
+	CRDDirs []string
+
+	// APIServerArgs are extra kube-apiserver flags, appended last so that
+	// they override the harness's (for example --feature-gates).
+	APIServerArgs []string
+
+	// Detach starts the components in their own sessions so that they outlive
+	// this process (for `make cluster-up`); Stop must then be called through
+	// Load. Without Detach, the components die with this process.
+	Detach bool
+
+	// Progress, when set, receives one line per step.
+	Progress io.Writer
+}
+
+// ControlPlane is a running control plane.
+type ControlPlane struct {
+	Dir        string     `json:"dir"`
+	Kubeconfig string     `json:"kubeconfig"`
+	Server     string     `json:"server"`
+	Processes  []*Process `json:"processes"`
+
+	// Config is an admin rest.Config for the API server.
+	Config *rest.Config `json:"-"`
+
+	ownsDir  bool
+	watchdog *Process
+	progress io.Writer
+}
+
+// The admin credential is a static token of a system:masters user; the
+// token is random per control plane.
+const adminUser = "handroll-admin"
+
+// Start starts the components named by opts and waits until each is ready.
+// On failure it stops whatever it started and returns an error naming the
+// component, with the end of its log.
+func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
+	bins, err := FindBinaries(opts.BinDir)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Nodes > 0 {
+		opts.Controllers = true
+	}
+
+	cp := &ControlPlane{Dir: opts.Dir, progress: opts.Progress}
+	if cp.Dir == "" {
+		cp.Dir, err = os.MkdirTemp("", "handroll-controlplane-")
+		if err != nil {
+			return nil, err
+		}
+		cp.ownsDir = true
+	}
+	for _, sub := range []string{"logs", "pids", "pki", "etcd"} {
+		if err := os.MkdirAll(filepath.Join(cp.Dir, sub), 0o700); err != nil {
+			return nil, err
+		}
+	}
+	defer func() {
+		if err != nil {
+			_ = cp.Stop()
+		}
+	}()
+	if !opts.Detach && cp.ownsDir {
+		if cp.watchdog, err = startWatchdog(cp.Dir); err != nil {
+			return nil, err
+		}
+	}
+
+	ports, err := freePorts(3)
+	if err != nil {
+		return nil, err
+	}
+	etcdClient, etcdPeer, apiPort := ports[0], ports[1], ports[2]
+	cp.Server = "https://127.0.0.1:" + strconv.Itoa(apiPort)
+
+	pki, err := writePKI(filepath.Join(cp.Dir, "pki"))
+	if err != nil {
+		return nil, fmt.Errorf("writing certificates: %w", err)
+	}
+	token, err := randomToken()
+	if err != nil {
+		return nil, err
+	}
+	tokenFile := filepath.Join(cp.Dir, "pki", "tokens.csv")
+	if err := os.WriteFile(tokenFile, []byte(fmt.Sprintf("%s,%s,%s,\"system:masters\"\n", token, adminUser, adminUser)), 0o600); err != nil {
+		return nil, err
+	}
+	cp.Config = &rest.Config{
+		Host:            cp.Server,
+		BearerToken:     token,
+		TLSClientConfig: rest.TLSClientConfig{CAData: pki.caPEM},
+		QPS:             200,
+		Burst:           400,
+	}
+	cp.Kubeconfig = filepath.Join(cp.Dir, "kubeconfig")
+	if err := writeKubeconfig(cp.Kubeconfig, cp.Server, pki.caPEM, token); err != nil {
+		return nil, err
+	}
+
+	// etcd.
+	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdClient)
+	peerURL := "http://127.0.0.1:" + strconv.Itoa(etcdPeer)
+	if err := cp.start(ctx, "etcd", bins.path("etcd"), []string{
+		"--name=default",
+		"--data-dir=" + filepath.Join(cp.Dir, "etcd"),
+		"--listen-client-urls=" + etcdURL,
+		"--advertise-client-urls=" + etcdURL,
+		"--listen-peer-urls=" + peerURL,
+		"--initial-advertise-peer-urls=" + peerURL,
+		"--initial-cluster=default=" + peerURL,
+		// Test data need not survive a power cut; fsync dominates etcd's
+		// latency on small machines.
+		"--unsafe-no-fsync=true",
+		"--log-level=warn",
+	}, opts.Detach, func() error { return httpOK(ctx, nil, etcdURL+"/health") }); err != nil {
+		return nil, err
+	}
+
+	// kube-apiserver.
+	if err := cp.start(ctx, "kube-apiserver", bins.path("kube-apiserver"), append([]string{
+		"--etcd-servers=" + etcdURL,
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(apiPort),
+		// The default reconciler refuses a loopback advertise address.
+		"--endpoint-reconciler-type=none",
+		"--cert-dir=" + filepath.Join(cp.Dir, "pki"),
+		"--tls-cert-file=" + pki.servingCrt,
+		"--tls-private-key-file=" + pki.servingKey,
+		"--client-ca-file=" + pki.caCert,
+		"--token-auth-file=" + tokenFile,
+		"--authorization-mode=RBAC",
+		"--enable-admission-plugins=NamespaceLifecycle,ServiceAccount,PodSecurity,DefaultStorageClass,ResourceQuota,MutatingAdmissionWebhook,ValidatingAdmissionWebhook,ValidatingAdmissionPolicy",
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file=" + pki.saKey,
+		"--service-account-signing-key-file=" + pki.saKey,
+		"--service-cluster-ip-range=10.96.0.0/16",
+		"--allow-privileged=true",
+		"--profiling=false",
+	}, opts.APIServerArgs...), opts.Detach, func() error { return httpOK(ctx, cp.Config, cp.Server+"/readyz") }); err != nil {
+		return nil, err
+	}
+
+	if opts.Controllers {
+		if err := cp.start(ctx, "kube-controller-manager", bins.path("kube-controller-manager"), []string{
+			"--kubeconfig=" + cp.Kubeconfig,
+			"--authentication-kubeconfig=" + cp.Kubeconfig,
+			"--authorization-kubeconfig=" + cp.Kubeconfig,
+			"--controllers=*",
+			"--service-account-private-key-file=" + pki.saKey,
+			"--root-ca-file=" + pki.caCert,
+			"--use-service-account-credentials=false",
+			"--secure-port=0",
+			"--leader-elect=false",
+			// GC and rollouts react within a second rather than after
+			// the production defaults.
+			"--concurrent-gc-syncs=5",
+		}, opts.Detach, nil); err != nil {
+			return nil, err
+		}
+		if err := cp.start(ctx, "kube-scheduler", bins.path("kube-scheduler"), []string{
+			"--kubeconfig=" + cp.Kubeconfig,
+			"--authentication-kubeconfig=" + cp.Kubeconfig,
+			"--authorization-kubeconfig=" + cp.Kubeconfig,
+			"--secure-port=0",
+			"--leader-elect=false",
+		}, opts.Detach, nil); err != nil {
+			return nil, err
+		}
+	}
+
+	if opts.Nodes > 0 {
+		args := []string{
+			"--kubeconfig=" + cp.Kubeconfig,
+			"--manage-all-nodes=false",
+			"--manage-nodes-with-annotation-selector=" + kwokNodeAnnotation + "=fake",
+			"--server-address=",
+		}
+		for _, stage := range bins.stages {
+			args = append(args, "--config="+stage)
+		}
+		if err := cp.start(ctx, "kwok", bins.path("kwok"), args, opts.Detach, nil); err != nil {
+			return nil, err
+		}
+	}
+
+	if err := cp.afterStart(ctx, opts); err != nil {
+		return nil, err
+	}
+	return cp, nil
+}
+
+// start starts one component and waits for ready (when given) or for a
+// short settle time, failing early if the process exits.
+func (cp *ControlPlane) start(ctx context.Context, name, bin string, args []string, detach bool, ready func() error) error {
+	began := time.Now()
+	cp.logf("starting %s", name)
+	p, err := startProcess(name, bin, args, filepath.Join(cp.Dir, "logs"), filepath.Join(cp.Dir, "pids"), detach)
+	if p != nil {
+		cp.Processes = append(cp.Processes, p)
+	}
+	if err != nil {
+		return err
+	}
+	if ready == nil {
+		// Components without a probe here must at least stay up.
+		ready = func() error { return nil }
+		select {
+		case <-p.exited:
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	if err := cp.waitFor(ctx, p, 90*time.Second, ready); err != nil {
+		return err
+	}
+	cp.logf("%s ready in %s", name, time.Since(began).Round(time.Millisecond))
+	return nil
+}
+
+// waitFor polls ready until it succeeds, p exits, or the timeout passes.
+func (cp *ControlPlane) waitFor(ctx context.Context, p *Process, timeout time.Duration, ready func() error) error {
+	deadline := time.Now().Add(timeout)
+	var last error
+	for {
+		if !p.Running() {
+			return p.exitError()
+		}
+		if last = ready(); last == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not ready after %s: %v; last lines of %s:\n%s", p.Name, timeout, last, p.LogPath, p.tail(30))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s: %w", p.Name, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Stop stops the components in reverse order of start (kwok, scheduler,
+// controller-manager, apiserver, etcd) and removes the directory it created.
+// It is safe to call more than once.
+func (cp *ControlPlane) Stop() error {
+	if cp == nil {
+		return nil
+	}
+	if cp.watchdog != nil {
+		// Stop is doing the watchdog's job; it must not race us to rm -rf.
+		_ = cp.watchdog.stop(time.Second)
+		cp.watchdog = nil
+	}
+	var errs []error
+	for i := len(cp.Processes) - 1; i >= 0; i-- {
+		p := cp.Processes[i]
+		if err := p.stop(10 * time.Second); err != nil {
+			errs = append(errs, err)
+		}
+		_ = os.Remove(filepath.Join(cp.Dir, "pids", p.Name))
+	}
+	if cp.ownsDir && len(errs) == 0 {
+		if err := os.RemoveAll(cp.Dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Running returns the components that are running and those that are not.
+func (cp *ControlPlane) Running() (up, down []string) {
+	for _, p := range cp.Processes {
+		if p.Running() {
+			up = append(up, p.Name)
+		} else {
+			down = append(down, p.Name)
+		}
+	}
+	return up, down
+}
+
+// Logs returns the end of every component's log, for a failed test's output.
+func (cp *ControlPlane) Logs(lines int) string {
+	var b strings.Builder
+	for _, p := range cp.Processes {
+		fmt.Fprintf(&b, "--- %s (%s) ---\n%s\n", p.Name, p.LogPath, p.tail(lines))
+	}
+	return b.String()
+}
+
+// Ready reports whether the API server answers /readyz.
+func (cp *ControlPlane) Ready(ctx context.Context) error {
+	return httpOK(ctx, cp.Config, cp.Server+"/readyz")
+}
+
+func (cp *ControlPlane) logf(format string, args ...any) {
+	if cp.progress != nil {
+		fmt.Fprintf(cp.progress, "controlplane: "+format+"\n", args...)
+	}
+}
+
+// Save writes the control plane's description to path, so that another
+// process can Load it to report status or stop it.
+func (cp *ControlPlane) Save(path string) error {
+	data, err := json.MarshalIndent(cp, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o600)
+}
+
+// Load reads what Save wrote. The processes are watched by pid.
+func Load(path string) (*ControlPlane, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	cp := &ControlPlane{}
+	if err := json.Unmarshal(data, cp); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	cp.Config, err = clientcmd.BuildConfigFromFlags("", cp.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("reading the kubeconfig of %s: %w", path, err)
+	}
+	return cp, nil
+}
+
+func writeKubeconfig(path, server string, ca []byte, token string) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca}
+	cfg.AuthInfos[adminUser] = &clientcmdapi.AuthInfo{Token: token}
+	cfg.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: adminUser, Namespace: "default"}
+	cfg.CurrentContext = "local"
+	return clientcmd.WriteToFile(*cfg, path)
+}
+
+// httpOK GETs url and succeeds on 200. With cfg, it authenticates and
+// verifies TLS as an admin client would.
+func httpOK(ctx context.Context, cfg *rest.Config, url string) error {
+	client := http.DefaultClient
+	if cfg != nil {
+		rt, err := rest.TransportFor(cfg)
+		if err != nil {
+			return err
+		}
+		client = &http.Client{Transport: rt}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s: %s", url, resp.Status, strings.TrimSpace(string(body)))
+	}
+	return nil
+}
+
+// freePorts returns n distinct free loopback ports. All listeners are held
+// until every port is chosen, so the n ports differ from each other.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			_ = l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+func randomToken() (string, error) {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
+}

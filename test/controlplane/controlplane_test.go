@@ -1,0 +1,162 @@
+package controlplane
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// These tests start and stop whole control planes; they are the harness's
+// own proof that it cleans up. They need the binaries (make testbin).
+
+func startForTest(t *testing.T, opts Options) *ControlPlane {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cp, err := Start(ctx, opts)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	return cp
+}
+
+func pidsOf(cp *ControlPlane) []int {
+	var pids []int
+	for _, p := range cp.Processes {
+		pids = append(pids, p.PID)
+	}
+	return pids
+}
+
+// gone waits until every pid has exited and dir no longer exists.
+func gone(t *testing.T, pids []int, dir string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		var alive []int
+		for _, pid := range pids {
+			// A zombie answers kill(0); /proc tells it apart.
+			if syscall.Kill(pid, 0) == nil && !isZombie(pid) {
+				alive = append(alive, pid)
+			}
+		}
+		_, statErr := os.Stat(dir)
+		if len(alive) == 0 && os.IsNotExist(statErr) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: processes still alive %v; directory %s exists: %v", within, alive, dir, statErr == nil)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func isZombie(pid int) bool {
+	data, err := os.ReadFile("/proc/" + itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	// The state follows the parenthesised command name.
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && i+2 < len(s) && s[i+2] == 'Z'
+}
+
+func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
+
+func TestStartAndStop(t *testing.T) {
+	cp := startForTest(t, Options{})
+	up, down := cp.Running()
+	if len(down) != 0 || strings.Join(up, ",") != "etcd,kube-apiserver" {
+		t.Fatalf("running %v, not running %v; want etcd and kube-apiserver", up, down)
+	}
+	if err := cp.Ready(context.Background()); err != nil {
+		t.Fatalf("readyz: %v", err)
+	}
+	pids, dir := pidsOf(cp), cp.Dir
+	if err := cp.Stop(); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	gone(t, pids, dir, 5*time.Second)
+	if err := cp.Stop(); err != nil {
+		t.Errorf("a second Stop failed: %v", err)
+	}
+}
+
+// TestNothingLeftAfterAPanic runs a child test binary that starts a control
+// plane and panics without stopping it; afterwards no component may run and
+// the directory must be gone.
+func TestNothingLeftAfterAPanic(t *testing.T) {
+	if os.Getenv("HANDROLL_HARNESS_CHILD") == "panic" {
+		cp, err := Start(context.Background(), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = json.NewEncoder(os.Stdout).Encode(map[string]any{"dir": cp.Dir, "pids": pidsOf(cp)})
+		panic("a test panics with the control plane running")
+	}
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+
+	cmd := exec.Command(os.Args[0], "-test.run=^TestNothingLeftAfterAPanic$", "-test.v")
+	cmd.Env = append(os.Environ(), "HANDROLL_HARNESS_CHILD=panic")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var started struct {
+		Dir  string `json:"dir"`
+		PIDs []int  `json:"pids"`
+	}
+	var childOut strings.Builder
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		line := sc.Text()
+		childOut.WriteString(line + "\n")
+		if strings.HasPrefix(line, "{") && json.Unmarshal([]byte(line), &started) == nil {
+			break
+		}
+	}
+	for sc.Scan() {
+		childOut.WriteString(sc.Text() + "\n")
+	}
+	err = cmd.Wait()
+	if len(started.PIDs) != 2 || started.Dir == "" {
+		t.Fatalf("the child did not report a running control plane:\n%s", childOut.String())
+	}
+	if err == nil || !strings.Contains(childOut.String(), "panic: a test panics") {
+		t.Fatalf("the child did not panic (err %v):\n%s", err, childOut.String())
+	}
+	gone(t, started.PIDs, started.Dir, 15*time.Second)
+}
+
+func TestStartupFailureNamesTheComponent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cp, err := Start(ctx, Options{APIServerArgs: []string{"--no-such-flag"}})
+	if err == nil {
+		_ = cp.Stop()
+		t.Fatal("Start succeeded with an invalid kube-apiserver flag")
+	}
+	for _, want := range []string{"kube-apiserver exited", "kube-apiserver.log", "unknown flag: --no-such-flag"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not contain %q:\n%v", want, err)
+		}
+	}
+}
