@@ -110,6 +110,8 @@ func TestNothingLeftAfterAPanic(t *testing.T) {
 
 	cmd := exec.Command(os.Args[0], "-test.run=^TestNothingLeftAfterAPanic$", "-test.v")
 	cmd.Env = append(os.Environ(), "HANDROLL_HARNESS_CHILD=panic")
+	var childErr strings.Builder
+	cmd.Stderr = &childErr // the panic is printed there
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -137,8 +139,8 @@ func TestNothingLeftAfterAPanic(t *testing.T) {
 	if len(started.PIDs) != 2 || started.Dir == "" {
 		t.Fatalf("the child did not report a running control plane:\n%s", childOut.String())
 	}
-	if err == nil || !strings.Contains(childOut.String(), "panic: a test panics") {
-		t.Fatalf("the child did not panic (err %v):\n%s", err, childOut.String())
+	if err == nil || !strings.Contains(childOut.String()+childErr.String(), "panic: a test panics") {
+		t.Fatalf("the child did not panic (err %v):\n%s%s", err, childOut.String(), childErr.String())
 	}
 	gone(t, started.PIDs, started.Dir, 15*time.Second)
 }
