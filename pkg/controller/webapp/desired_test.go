@@ -1,0 +1,269 @@
+package webapp
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
+)
+
+func testWebApp() *handrollv1.WebApp {
+	w := &handrollv1.WebApp{
+		ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: "ns", UID: types.UID("uid-1"), Generation: 3},
+		Spec: handrollv1.WebAppSpec{
+			Image:    "nginx:1.27",
+			Replicas: ptr.To[int32](2),
+			Env:      []corev1.EnvVar{{Name: "MODE", Value: "prod"}, {Name: "POD", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
+			Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("0.1")},
+			},
+			Config:       map[string]string{"a.yaml": "x: 1"},
+			ConfigMapRef: &handrollv1.ConfigMapReference{Name: "shared"},
+		},
+	}
+	handrollv1.SetObjectDefaults_WebApp(w)
+	return w
+}
+
+// roundTrip turns an apply configuration into the typed object the API
+// server would store (without server defaults).
+func roundTrip[T any](t *testing.T, ac any) *T {
+	t.Helper()
+	data, err := json.Marshal(ac)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out T
+	if err := json.Unmarshal(data, &out); err != nil {
+		t.Fatal(err)
+	}
+	return &out
+}
+
+func TestDesiredDeployment(t *testing.T) {
+	w := testWebApp()
+	d := roundTrip[appsv1.Deployment](t, DesiredDeployment(w, map[string]string{"k": "v"}))
+
+	if d.Name != "shop" || d.Namespace != "ns" || *d.Spec.Replicas != 2 {
+		t.Errorf("name %s/%s replicas %d", d.Namespace, d.Name, *d.Spec.Replicas)
+	}
+	owner := metav1.GetControllerOf(d)
+	if owner == nil || owner.UID != w.UID || owner.Kind != "WebApp" || owner.APIVersion != "handroll.dev/v1" || !*owner.BlockOwnerDeletion {
+		t.Errorf("controller reference %+v", owner)
+	}
+	if d.Labels[LabelManagedBy] != "handroll" || d.Spec.Template.Labels[LabelInstance] != "shop" {
+		t.Errorf("labels %v, template labels %v", d.Labels, d.Spec.Template.Labels)
+	}
+	for k, v := range d.Spec.Selector.MatchLabels {
+		if d.Spec.Template.Labels[k] != v {
+			t.Errorf("the selector %v does not select the template's labels %v", d.Spec.Selector.MatchLabels, d.Spec.Template.Labels)
+		}
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	if c.Image != "nginx:1.27" || c.Ports[0].ContainerPort != 8080 || c.Resources.Requests.Cpu().MilliValue() != 100 {
+		t.Errorf("container %+v", c)
+	}
+	var names []string
+	for _, e := range c.Env {
+		names = append(names, e.Name)
+	}
+	if got := strings.Join(names, ","); got != "MODE,POD,HANDROLL_WEBAPP,HANDROLL_PORT" {
+		t.Errorf("env %s", got)
+	}
+	if c.Env[1].ValueFrom == nil || c.Env[1].ValueFrom.FieldRef.FieldPath != "metadata.name" {
+		t.Errorf("valueFrom lost: %+v", c.Env[1])
+	}
+	mounts := map[string]string{}
+	for _, m := range c.VolumeMounts {
+		mounts[m.Name] = m.MountPath
+	}
+	if mounts["config"] != ConfigDir || mounts["configmap"] != ConfigMapDir {
+		t.Errorf("mounts %v", mounts)
+	}
+	vols := map[string]string{}
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		vols[v.Name] = v.ConfigMap.Name
+	}
+	if vols["config"] != "shop-config" || vols["configmap"] != "shared" {
+		t.Errorf("volumes %v", vols)
+	}
+	if d.Annotations[AnnotationAppliedHash] == "" || d.Spec.Template.Annotations[AnnotationConfigHash] == "" {
+		t.Errorf("annotations %v, template annotations %v", d.Annotations, d.Spec.Template.Annotations)
+	}
+}
+
+func TestConfigChangesRollThePods(t *testing.T) {
+	w := testWebApp()
+	hash := func(w *handrollv1.WebApp, ref map[string]string) string {
+		return roundTrip[appsv1.Deployment](t, DesiredDeployment(w, ref)).Spec.Template.Annotations[AnnotationConfigHash]
+	}
+	base := hash(w, map[string]string{"k": "v"})
+	if again := hash(testWebApp(), map[string]string{"k": "v"}); again != base {
+		t.Fatalf("the same input gave different hashes: %s, %s", base, again)
+	}
+	changedConfig := testWebApp()
+	changedConfig.Spec.Config["a.yaml"] = "x: 2"
+	for name, got := range map[string]string{
+		"spec.config changed":         hash(changedConfig, map[string]string{"k": "v"}),
+		"the referenced data changed": hash(w, map[string]string{"k": "w"}),
+		"the referenced map vanished": hash(w, nil),
+	} {
+		if got == base {
+			t.Errorf("%s: the pod template's config hash did not change", name)
+		}
+	}
+	// A key moving between the two sources is a change too.
+	if ConfigHash(map[string]string{"a": "1"}, nil) == ConfigHash(nil, map[string]string{"a": "1"}) {
+		t.Error("ConfigHash does not tell spec.config from the referenced ConfigMap")
+	}
+}
+
+func TestDesiredServiceAndConfigMap(t *testing.T) {
+	w := testWebApp()
+	s := roundTrip[corev1.Service](t, DesiredService(w))
+	if s.Spec.Type != corev1.ServiceTypeClusterIP || s.Spec.Ports[0].Port != 80 || s.Spec.Ports[0].TargetPort.StrVal != "http" {
+		t.Errorf("service spec %+v", s.Spec)
+	}
+	if s.Spec.Selector[LabelInstance] != "shop" {
+		t.Errorf("selector %v", s.Spec.Selector)
+	}
+
+	w.Spec.Service = &handrollv1.WebAppService{Type: handrollv1.ServiceTypeNodePort, Port: 8000, NodePort: 30080}
+	s = roundTrip[corev1.Service](t, DesiredService(w))
+	if s.Spec.Type != corev1.ServiceTypeNodePort || s.Spec.Ports[0].NodePort != 30080 || s.Spec.Ports[0].Port != 8000 {
+		t.Errorf("NodePort service spec %+v", s.Spec)
+	}
+	if URL(w) != "http://shop.ns.svc:8000" {
+		t.Errorf("URL %s", URL(w))
+	}
+
+	cm := roundTrip[corev1.ConfigMap](t, DesiredConfigMap(w))
+	if cm.Name != "shop-config" || cm.Data["a.yaml"] != "x: 1" || metav1.GetControllerOf(cm) == nil {
+		t.Errorf("configmap %+v", cm)
+	}
+	w.Spec.Config = nil
+	if DesiredConfigMap(w) != nil {
+		t.Error("a WebApp without spec.config got a ConfigMap")
+	}
+}
+
+func TestUpToDate(t *testing.T) {
+	w := testWebApp()
+	desired := DesiredDeployment(w, nil)
+	live := roundTrip[appsv1.Deployment](t, desired)
+	// What the API server adds: defaults, status, metadata, other managers.
+	live.ResourceVersion = "42"
+	live.Spec.Template.Spec.Containers[0].ImagePullPolicy = corev1.PullIfNotPresent
+	live.Spec.Template.Spec.Containers[0].TerminationMessagePath = "/dev/termination-log"
+	live.Spec.Strategy.Type = appsv1.RollingUpdateDeploymentStrategyType
+	live.Annotations["deployment.kubernetes.io/revision"] = "1"
+	live.Status.Replicas = 2
+	live.Spec.Template.Spec.Containers[0].Env = append(live.Spec.Template.Spec.Containers[0].Env, corev1.EnvVar{Name: "INJECTED", Value: "by a webhook"})
+
+	check := func(name string, live *appsv1.Deployment, want bool) {
+		t.Helper()
+		got, err := UpToDate(desired, live)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("%s: UpToDate = %v, want %v", name, got, want)
+		}
+	}
+	check("as applied, plus server defaults and foreign fields", live, true)
+
+	scaled := live.DeepCopy()
+	scaled.Spec.Replicas = ptr.To[int32](5)
+	check("replicas edited by hand", scaled, false)
+
+	image := live.DeepCopy()
+	image.Spec.Template.Spec.Containers[0].Image = "evil:1"
+	check("image edited by hand", image, false)
+
+	lostEnv := live.DeepCopy()
+	lostEnv.Spec.Template.Spec.Containers[0].Env = lostEnv.Spec.Template.Spec.Containers[0].Env[1:]
+	check("an env var we set was removed", lostEnv, false)
+
+	oldHash := live.DeepCopy()
+	oldHash.Annotations[AnnotationAppliedHash] = "0000"
+	check("applied by an older spec", oldHash, false)
+
+	// Removing an env var from the WebApp changes the hash: the subset test
+	// alone would pass, the hash makes the apply happen.
+	w2 := w.DeepCopy()
+	w2.Spec.Env = w2.Spec.Env[:1]
+	if ok, _ := UpToDate(DesiredDeployment(w2, nil), live); ok {
+		t.Error("a WebApp whose env shrank is considered applied")
+	}
+}
+
+func TestComputeStatus(t *testing.T) {
+	now := metav1.Now()
+	w := testWebApp()
+	dep := func(gen, obs int64, replicas, updated, ready, available int32) *appsv1.Deployment {
+		return &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Generation: gen},
+			Status:     appsv1.DeploymentStatus{ObservedGeneration: obs, Replicas: replicas, UpdatedReplicas: updated, ReadyReplicas: ready, AvailableReplicas: available},
+		}
+	}
+	cond := func(st handrollv1.WebAppStatus, t string) metav1.Condition {
+		for _, c := range st.Conditions {
+			if c.Type == t {
+				return c
+			}
+		}
+		return metav1.Condition{}
+	}
+	cases := []struct {
+		name                         string
+		observed                     Observed
+		ready, progressing, degraded metav1.ConditionStatus
+		readyReason                  string
+	}{
+		{"nothing created yet", Observed{}, "False", "True", "False", ReasonPending},
+		{"rolling out", Observed{Deployment: dep(1, 1, 2, 1, 1, 1), ServiceExists: true}, "False", "True", "False", ReasonDeploymentNotReady},
+		{"controller has not seen the new generation", Observed{Deployment: dep(2, 1, 2, 2, 2, 2), ServiceExists: true}, "False", "True", "False", ReasonDeploymentNotReady},
+		{"all ready", Observed{Deployment: dep(1, 1, 2, 2, 2, 2), ServiceExists: true}, "True", "False", "False", ReasonAvailable},
+		{"all ready but no Service", Observed{Deployment: dep(1, 1, 2, 2, 2, 2)}, "False", "False", "False", ReasonPending},
+		{"a foreign object holds a name", Observed{Conflict: "Service ns/shop"}, "False", "False", "True", ReasonResourceConflict},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := ComputeStatus(w, tc.observed, now)
+			if st.ObservedGeneration != 3 || st.URL != "http://shop.ns.svc:80" || st.Selector != "app.kubernetes.io/instance=shop,app.kubernetes.io/name=webapp" {
+				t.Errorf("status %+v", st)
+			}
+			for typ, want := range map[string]metav1.ConditionStatus{
+				handrollv1.ConditionReady: tc.ready, handrollv1.ConditionProgressing: tc.progressing, handrollv1.ConditionDegraded: tc.degraded,
+			} {
+				if got := cond(st, typ); got.Status != want || got.ObservedGeneration != 3 || got.Reason == "" {
+					t.Errorf("%s = %s (%s), want %s", typ, got.Status, got.Reason, want)
+				}
+			}
+			if got := cond(st, handrollv1.ConditionReady).Reason; got != tc.readyReason {
+				t.Errorf("Ready reason %s, want %s", got, tc.readyReason)
+			}
+		})
+	}
+
+	// A recomputed status with nothing new keeps the transition times, so
+	// the reconciler sees no difference and writes nothing.
+	w.Status = ComputeStatus(w, Observed{Deployment: dep(1, 1, 2, 2, 2, 2), ServiceExists: true}, now)
+	later := metav1.NewTime(now.Add(3600e9))
+	again := ComputeStatus(w, Observed{Deployment: dep(1, 1, 2, 2, 2, 2), ServiceExists: true}, later)
+	if cond(again, handrollv1.ConditionReady).LastTransitionTime != now {
+		t.Error("an unchanged Ready condition got a new lastTransitionTime")
+	}
+	flipped := ComputeStatus(w, Observed{Deployment: dep(1, 1, 2, 2, 1, 1), ServiceExists: true}, later)
+	if cond(flipped, handrollv1.ConditionReady).LastTransitionTime != later {
+		t.Error("Ready turned False without a new lastTransitionTime")
+	}
+}

@@ -1,0 +1,124 @@
+package webapp
+
+import (
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
+)
+
+// Condition reasons, CamelCase as the API conventions ask.
+const (
+	ReasonAvailable          = "Available"
+	ReasonDeploymentNotReady = "DeploymentNotReady"
+	ReasonPending            = "Pending"
+	ReasonResourceConflict   = "ResourceConflict"
+	ReasonRollingOut         = "RollingOut"
+	ReasonRolloutComplete    = "RolloutComplete"
+	ReasonRolloutFailed      = "RolloutFailed"
+	ReasonAsExpected         = "AsExpected"
+)
+
+// Observed is what the reconciler saw of a WebApp's children.
+type Observed struct {
+	// Deployment is the live Deployment, nil when it does not exist yet.
+	Deployment *appsv1.Deployment
+	// ServiceExists tells whether the Service exists.
+	ServiceExists bool
+	// Conflict, when set, says which child name is taken by an object this
+	// WebApp does not control.
+	Conflict string
+}
+
+// ComputeStatus derives a WebApp's status from what was observed. It starts
+// from the current conditions so that a condition whose status does not
+// change keeps its lastTransitionTime; comparing the result with the current
+// status with equality.Semantic then tells whether a write is needed.
+func ComputeStatus(w *handrollv1.WebApp, o Observed, now metav1.Time) handrollv1.WebAppStatus {
+	st := handrollv1.WebAppStatus{
+		ObservedGeneration: w.Generation,
+		Selector:           labels.SelectorFromSet(Selector(w)).String(),
+		URL:                URL(w),
+		Conditions:         append([]metav1.Condition(nil), w.Status.Conditions...),
+	}
+	desired := handrollv1.DefaultReplicas
+	if w.Spec.Replicas != nil {
+		desired = *w.Spec.Replicas
+	}
+	d := o.Deployment
+	if d != nil {
+		st.Replicas = d.Status.Replicas
+		st.ReadyReplicas = d.Status.ReadyReplicas
+	}
+
+	set := func(t string, s metav1.ConditionStatus, reason, msg string) {
+		c := metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: w.Generation, LastTransitionTime: now}
+		meta.SetStatusCondition(&st.Conditions, c)
+	}
+
+	if o.Conflict != "" {
+		msg := o.Conflict + " exists and is not controlled by this WebApp; rename or delete it"
+		set(handrollv1.ConditionReady, metav1.ConditionFalse, ReasonResourceConflict, msg)
+		set(handrollv1.ConditionDegraded, metav1.ConditionTrue, ReasonResourceConflict, msg)
+		if d == nil {
+			set(handrollv1.ConditionProgressing, metav1.ConditionFalse, ReasonResourceConflict, msg)
+		}
+		return st
+	}
+	if d == nil {
+		set(handrollv1.ConditionReady, metav1.ConditionFalse, ReasonPending, "the Deployment has not been created yet")
+		set(handrollv1.ConditionProgressing, metav1.ConditionTrue, ReasonRollingOut, "creating the Deployment")
+		set(handrollv1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "")
+		return st
+	}
+
+	rolledOut := d.Status.ObservedGeneration >= d.Generation &&
+		d.Status.UpdatedReplicas == desired &&
+		d.Status.Replicas == desired &&
+		d.Status.AvailableReplicas == desired
+	failed := deploymentCondition(d, appsv1.DeploymentProgressing)
+	replicaFailure := deploymentCondition(d, appsv1.DeploymentReplicaFailure)
+
+	switch {
+	case failed != nil && failed.Status == corev1.ConditionFalse && failed.Reason == "ProgressDeadlineExceeded":
+		set(handrollv1.ConditionProgressing, metav1.ConditionFalse, ReasonRolloutFailed, failed.Message)
+		set(handrollv1.ConditionDegraded, metav1.ConditionTrue, ReasonRolloutFailed, failed.Message)
+	case replicaFailure != nil && replicaFailure.Status == corev1.ConditionTrue:
+		set(handrollv1.ConditionProgressing, metav1.ConditionTrue, ReasonRollingOut, "rolling out")
+		set(handrollv1.ConditionDegraded, metav1.ConditionTrue, ReasonRolloutFailed, replicaFailure.Message)
+	case rolledOut:
+		set(handrollv1.ConditionProgressing, metav1.ConditionFalse, ReasonRolloutComplete,
+			fmt.Sprintf("%d of %d replicas updated and available", d.Status.AvailableReplicas, desired))
+		set(handrollv1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "")
+	default:
+		set(handrollv1.ConditionProgressing, metav1.ConditionTrue, ReasonRollingOut,
+			fmt.Sprintf("%d of %d replicas updated, %d available", d.Status.UpdatedReplicas, desired, d.Status.AvailableReplicas))
+		set(handrollv1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "")
+	}
+
+	switch {
+	case !o.ServiceExists:
+		set(handrollv1.ConditionReady, metav1.ConditionFalse, ReasonPending, "the Service has not been created yet")
+	case rolledOut && d.Status.ReadyReplicas >= desired:
+		set(handrollv1.ConditionReady, metav1.ConditionTrue, ReasonAvailable,
+			fmt.Sprintf("%d of %d replicas ready", d.Status.ReadyReplicas, desired))
+	default:
+		set(handrollv1.ConditionReady, metav1.ConditionFalse, ReasonDeploymentNotReady,
+			fmt.Sprintf("%d of %d replicas ready", d.Status.ReadyReplicas, desired))
+	}
+	return st
+}
+
+func deploymentCondition(d *appsv1.Deployment, t appsv1.DeploymentConditionType) *appsv1.DeploymentCondition {
+	for i := range d.Status.Conditions {
+		if d.Status.Conditions[i].Type == t {
+			return &d.Status.Conditions[i]
+		}
+	}
+	return nil
+}
