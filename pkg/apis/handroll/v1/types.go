@@ -59,7 +59,7 @@ const (
 // +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.status.url`,description="In-cluster URL of the Service"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$') && size(self.metadata.name) <= 63",message="metadata.name must be a DNS-1035 label of at most 63 characters (lower case letters, digits and '-', starting with a letter), because it names the Service"
-// +kubebuilder:validation:XValidation:rule="!has(self.spec.configMapRef) || self.spec.configMapRef.name != self.metadata.name + '-config'",message="spec.configMapRef.name must not be <name>-config: that ConfigMap is owned by handroll and rendered from spec.config",fieldPath=".spec.configMapRef.name"
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.configMapRef) || self.spec.configMapRef.name != self.metadata.name + '-config'",message="must not be <name>-config: that ConfigMap is owned by handroll and rendered from spec.config",fieldPath=".spec.configMapRef.name"
 type WebApp struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
