@@ -1,0 +1,12 @@
+//go:build tools
+
+// Package tools names the commands hack/testbin.sh builds, so that go mod tidy
+// keeps every module they need. It is never compiled.
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+)
