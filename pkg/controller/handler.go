@@ -1,0 +1,206 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+)
+
+// Queue is all a Handler may do with the workqueue: add keys. Handlers run
+// on the informer's goroutine, so they only compute keys; the work happens
+// in Reconcile. The workqueue itself de-duplicates keys.
+type Queue interface {
+	Add(req Request)
+}
+
+// Handler turns an informer event into zero or more Requests.
+type Handler interface {
+	Create(ctx context.Context, obj metav1.Object, q Queue)
+	Update(ctx context.Context, oldObj, newObj metav1.Object, q Queue)
+	Delete(ctx context.Context, obj metav1.Object, q Queue)
+}
+
+// EnqueueObject enqueues the object of the event itself: the handler for the
+// controller's own kind (builder.For in controller-runtime).
+func EnqueueObject() Handler { return enqueueObject{} }
+
+type enqueueObject struct{}
+
+func (enqueueObject) Create(_ context.Context, obj metav1.Object, q Queue) {
+	q.Add(keyOf(obj))
+}
+
+// Update enqueues the new object; namespace and name never change.
+func (enqueueObject) Update(_ context.Context, _, newObj metav1.Object, q Queue) {
+	q.Add(keyOf(newObj))
+}
+
+func (enqueueObject) Delete(_ context.Context, obj metav1.Object, q Queue) {
+	q.Add(keyOf(obj))
+}
+
+func keyOf(obj metav1.Object) Request {
+	return Request{Namespace: obj.GetNamespace(), Name: obj.GetName()}
+}
+
+// EnqueueOwner enqueues the owners of the event's object whose kind is owner
+// (builder.Owns in controller-runtime): when a Deployment that a WebApp owns
+// changes, the WebApp is reconciled. With onlyController, only the owner
+// reference marked controller counts, as with builder.Owns.
+//
+// Owner references name no namespace: an owner must be in the object's own
+// namespace (or cluster-scoped), and this handler assumes the former.
+// controller-runtime asks a RESTMapper to tell the two apart.
+func EnqueueOwner(owner schema.GroupKind, onlyController bool) Handler {
+	return enqueueOwner{owner: owner, onlyController: onlyController}
+}
+
+type enqueueOwner struct {
+	owner          schema.GroupKind
+	onlyController bool
+}
+
+func (h enqueueOwner) Create(ctx context.Context, obj metav1.Object, q Queue) {
+	h.addOwners(ctx, obj, q)
+}
+
+// Update enqueues the owners of both versions: if the owner references
+// changed, the old owner has lost a child and must hear about it too.
+func (h enqueueOwner) Update(ctx context.Context, oldObj, newObj metav1.Object, q Queue) {
+	h.addOwners(ctx, oldObj, q)
+	h.addOwners(ctx, newObj, q)
+}
+
+func (h enqueueOwner) Delete(ctx context.Context, obj metav1.Object, q Queue) {
+	h.addOwners(ctx, obj, q)
+}
+
+func (h enqueueOwner) addOwners(ctx context.Context, obj metav1.Object, q Queue) {
+	for _, ref := range obj.GetOwnerReferences() {
+		if h.onlyController && (ref.Controller == nil || !*ref.Controller) {
+			continue
+		}
+		// An owner reference carries apiVersion ("apps/v1", or "v1" for the
+		// core group); only its group matters, any version of the kind is
+		// the same owner.
+		gv, err := schema.ParseGroupVersion(ref.APIVersion)
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "Ignoring owner reference with an invalid apiVersion", "object", klog.KObj(obj), "apiVersion", ref.APIVersion)
+			continue
+		}
+		if gv.Group != h.owner.Group || ref.Kind != h.owner.Kind {
+			continue
+		}
+		q.Add(Request{Namespace: obj.GetNamespace(), Name: ref.Name})
+	}
+}
+
+// EnqueueMapped enqueues whatever fn returns for the event's object
+// (builder.Watches with EnqueueRequestsFromMapFunc in controller-runtime),
+// for example every WebApp that refers to a changed ConfigMap. fn should read
+// from a cache, not the API server: it runs on the informer's goroutine.
+func EnqueueMapped(fn func(ctx context.Context, obj metav1.Object) []Request) Handler {
+	return enqueueMapped(fn)
+}
+
+type enqueueMapped func(ctx context.Context, obj metav1.Object) []Request
+
+func (fn enqueueMapped) Create(ctx context.Context, obj metav1.Object, q Queue) {
+	fn.add(ctx, obj, q)
+}
+
+// Update maps both versions: a change can move the object from one set of
+// Requests to another, and both sets need a reconcile.
+func (fn enqueueMapped) Update(ctx context.Context, oldObj, newObj metav1.Object, q Queue) {
+	fn.add(ctx, oldObj, q)
+	fn.add(ctx, newObj, q)
+}
+
+func (fn enqueueMapped) Delete(ctx context.Context, obj metav1.Object, q Queue) {
+	fn.add(ctx, obj, q)
+}
+
+func (fn enqueueMapped) add(ctx context.Context, obj metav1.Object, q Queue) {
+	for _, req := range fn(ctx, obj) {
+		q.Add(req)
+	}
+}
+
+// eventHandler is what Start registers on an informer: it adapts the
+// informer's untyped callbacks to a Handler, after the predicates.
+type eventHandler struct {
+	ctx        context.Context
+	handler    Handler
+	predicates []Predicate
+	queue      Queue
+	logger     klog.Logger
+}
+
+var _ cache.ResourceEventHandler = &eventHandler{}
+
+// OnAdd is called for new objects, and for every object of the initial list.
+func (e *eventHandler) OnAdd(obj any, _ bool) {
+	o, ok := e.object(obj)
+	if !ok {
+		return
+	}
+	for _, p := range e.predicates {
+		if !p.Create(o) {
+			return
+		}
+	}
+	e.handler.Create(e.ctx, o, e.queue)
+}
+
+// OnUpdate is called for changes, and also on informer resyncs, where old
+// and new are the same version.
+func (e *eventHandler) OnUpdate(oldObj, newObj any) {
+	o, ok := e.object(oldObj)
+	if !ok {
+		return
+	}
+	n, ok := e.object(newObj)
+	if !ok {
+		return
+	}
+	for _, p := range e.predicates {
+		if !p.Update(o, n) {
+			return
+		}
+	}
+	e.handler.Update(e.ctx, o, n, e.queue)
+}
+
+func (e *eventHandler) OnDelete(obj any) {
+	// If the informer's watch was down when the object was deleted, it finds
+	// out on the next list and hands us a tombstone holding the last state it
+	// knew, instead of the object.
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	o, ok := e.object(obj)
+	if !ok {
+		return
+	}
+	for _, p := range e.predicates {
+		if !p.Delete(o) {
+			return
+		}
+	}
+	e.handler.Delete(e.ctx, o, e.queue)
+}
+
+// object returns obj's metadata, or logs why it has none.
+func (e *eventHandler) object(obj any) (metav1.Object, bool) {
+	o, err := meta.Accessor(obj)
+	if err != nil {
+		e.logger.Error(err, "Ignoring informer event for an object without metadata", "type", fmt.Sprintf("%T", obj))
+		return nil, false
+	}
+	return o, true
+}
