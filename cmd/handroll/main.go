@@ -31,6 +31,10 @@ type options struct {
 	healthAddr       string
 	cacheSyncTimeout time.Duration
 	shutdownTimeout  time.Duration
+	syncPeriod       time.Duration
+
+	maxConcurrentReconciles int
+	operatorNamespace       string
 
 	showVersion bool
 }
@@ -45,6 +49,9 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.healthAddr, "health-probe-bind-address", ":8081", "Address of /healthz, /livez and /readyz; 0 disables them.")
 	fs.DurationVar(&o.cacheSyncTimeout, "cache-sync-timeout", 2*time.Minute, "How long the informers may take to list everything before start-up fails.")
 	fs.DurationVar(&o.shutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long a graceful stop may take before the process exits anyway.")
+	fs.DurationVar(&o.syncPeriod, "sync-period", 10*time.Hour, "How often the informers resync every cached object (cache.Options.SyncPeriod); 0 disables resyncs.")
+	fs.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", 4, "WebApps reconciled in parallel (controller.Options.MaxConcurrentReconciles).")
+	fs.StringVar(&o.operatorNamespace, "operator-namespace", "handroll-system", "Namespace of the operator's own objects: the webapp-directory ConfigMap.")
 	fs.BoolVar(&o.showVersion, "version", false, "Print the version and Go build information, then exit.")
 }
 

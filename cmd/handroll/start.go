@@ -8,13 +8,18 @@ import (
 	"sync"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	"github.com/handroll/handroll/pkg/apis/scheme"
+	"github.com/handroll/handroll/pkg/controller"
+	"github.com/handroll/handroll/pkg/controller/webapp"
 	clientset "github.com/handroll/handroll/pkg/generated/clientset/versioned"
 	informers "github.com/handroll/handroll/pkg/generated/informers/externalversions"
 	"github.com/handroll/handroll/pkg/server"
@@ -60,6 +65,7 @@ func start(ctx context.Context, o options) error {
 	// bind first, so a port conflict fails before anything else starts, and
 	// /healthz answers while the caches fill.
 	registry := server.NewRegistry()
+	server.RegisterClientGoMetrics(registry)
 	health := &server.Health{}
 	health.AddLivenessCheck(server.Ping)
 	health.AddReadinessCheck(server.Ping)
@@ -93,50 +99,123 @@ func start(ctx context.Context, o options) error {
 		}()
 	}
 
-	// Step 7 — cache (cluster.New, cache.Options): shared informers from the
-	// generated factory, started and synced before anything reads them.
-	factory := informers.NewSharedInformerFactory(handrollClient, 0)
-	webapps := factory.Handroll().V1().WebApps().Informer()
-	if _, err := webapps.AddEventHandler(logWebApps{}); err != nil {
+	// Step 7 — events (mgr.GetEventRecorderFor): an events.k8s.io/v1
+	// broadcaster; one recorder for the one controller.
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: kubeClient.EventsV1()})
+	recorder := broadcaster.NewRecorder(s, "handroll")
+
+	// Step 8 — cache (cluster.New, cache.Options): shared informers from the
+	// generated factory for WebApps and client-go's for the children.
+	// Deployments and Services are cached only when labelled
+	// managed-by=handroll (cache.Options.ByObject with a label selector);
+	// ConfigMaps are cached whole, because a spec.configMapRef names a
+	// ConfigMap of the user's that carries no label of ours.
+	handrollFactory := informers.NewSharedInformerFactory(handrollClient, o.syncPeriod)
+	childrenFactory := kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, o.syncPeriod,
+		kubeinformers.WithTweakListOptions(func(lo *metav1.ListOptions) {
+			lo.LabelSelector = webapp.LabelManagedBy + "=" + webapp.ManagedBy
+		}))
+	configMapFactory := kubeinformers.NewSharedInformerFactory(kubeClient, o.syncPeriod)
+
+	webapps := handrollFactory.Handroll().V1().WebApps()
+	if err := webapp.AddIndexers(webapps.Informer()); err != nil {
 		return err
 	}
+	deployments := childrenFactory.Apps().V1().Deployments()
+	services := childrenFactory.Core().V1().Services()
+	configMaps := configMapFactory.Core().V1().ConfigMaps()
+	synced := []cache.InformerSynced{
+		webapps.Informer().HasSynced, deployments.Informer().HasSynced,
+		services.Informer().HasSynced, configMaps.Informer().HasSynced,
+	}
 	health.AddReadinessCheck(server.Check{Name: "informer-sync", Check: func(*http.Request) error {
-		if !webapps.HasSynced() {
-			return errors.New("the WebApp informer has not synced")
+		for _, hasSynced := range synced {
+			if !hasSynced() {
+				return errors.New("the informers have not synced")
+			}
 		}
 		return nil
 	}})
-	cacheCtx, stopCache := context.WithCancel(ctx)
-	defer stopCache()
-	factory.Start(cacheCtx.Done())
-	syncCtx, cancelSync := context.WithTimeout(ctx, o.cacheSyncTimeout)
-	synced := cache.WaitForCacheSync(syncCtx.Done(), webapps.HasSynced)
-	cancelSync()
-	if !synced && ctx.Err() == nil {
-		return fmt.Errorf("the WebApp informer did not sync within --cache-sync-timeout=%s", o.cacheSyncTimeout)
+
+	// Step 9 — controllers (controller.New + builder.For/Owns/Watches).
+	controller.RegisterWorkqueueMetrics(registry)
+	webappController, err := webapp.NewController(&webapp.Reconciler{
+		WebApps:               webapps.Lister(),
+		Deployments:           deployments.Lister(),
+		Services:              services.Lister(),
+		ConfigMaps:            configMaps.Lister(),
+		Client:                handrollClient,
+		Kube:                  kubeClient,
+		Recorder:              recorder,
+		DirectoryNamespace:    o.operatorNamespace,
+		ChildrenCacheFiltered: true,
+	}, webapp.Informers{
+		WebApps:     webapps.Informer(),
+		Deployments: deployments.Informer(),
+		Services:    services.Informer(),
+		ConfigMaps:  configMaps.Informer(),
+	}, controller.Options{
+		MaxConcurrentReconciles: o.maxConcurrentReconciles,
+		Registerer:              registry,
+		ShutdownTimeout:         o.shutdownTimeout,
+	})
+	if err != nil {
+		return err
 	}
-	klog.InfoS("Caches synced", "webapps", len(webapps.GetStore().ListKeys()))
 
-	// Step 8 — controllers (builder.For/Owns/Watches): the WebApp reconciler
-	// is not wired in yet; until it is, the cache's events are logged.
+	// Step 10 — start the caches, wait for them (bounded), then the
+	// controller. Caches first: the controller only ever reads a full cache.
+	cacheCtx, stopCache := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopCache()
+	broadcaster.StartRecordingToSink(cacheCtx.Done())
+	for _, f := range []interface{ Start(<-chan struct{}) }{handrollFactory, childrenFactory, configMapFactory} {
+		f.Start(cacheCtx.Done())
+	}
+	syncCtx, cancelSync := context.WithTimeout(ctx, o.cacheSyncTimeout)
+	ok := cache.WaitForCacheSync(syncCtx.Done(), synced...)
+	cancelSync()
+	if !ok && ctx.Err() == nil {
+		return fmt.Errorf("the informers did not sync within --cache-sync-timeout=%s", o.cacheSyncTimeout)
+	}
+	klog.InfoS("Caches synced", "webapps", len(webapps.Informer().GetStore().ListKeys()))
 
-	// Step 9 — run until a signal or a failing server, then stop in reverse.
+	// The controller runs until ctx ends or another component fails.
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	controllerErr := make(chan error, 1)
+	go func() { controllerErr <- webappController.Start(runCtx, synced...) }()
+
+	// Step 11 — run until a signal or a failing component, then stop in
+	// reverse: controller (in-flight reconciles finish), events flushed,
+	// informers, servers.
 	var runErr error
+	controllerDone := false
 	select {
 	case <-ctx.Done():
 	case runErr = <-serveErrs:
+	case runErr = <-controllerErr:
+		controllerDone = true
 	}
 	klog.InfoS("Stopping", "timeout", o.shutdownTimeout)
-	done := make(chan struct{})
+	stopRun()
+	done := make(chan error, 1)
 	go func() {
+		var err error
+		if !controllerDone {
+			err = <-controllerErr
+		}
+		broadcaster.Shutdown()
 		stopCache()
-		factory.Shutdown()
+		handrollFactory.Shutdown()
+		childrenFactory.Shutdown()
+		configMapFactory.Shutdown()
 		stopServers()
 		serving.Wait()
-		close(done)
+		done <- err
 	}()
 	select {
-	case <-done:
+	case err := <-done:
+		runErr = errors.Join(runErr, err)
 	case <-time.After(o.shutdownTimeout):
 		return errors.Join(runErr, fmt.Errorf("graceful shutdown did not finish within %s", o.shutdownTimeout))
 	}
@@ -160,25 +239,4 @@ func checkAPIServed(client kubernetes.Interface, gvr schema.GroupVersionResource
 		}
 	}
 	return fmt.Errorf("the API server serves %s but not %s; install the current CRD from manifests/crd", gvr.GroupVersion(), gvr.Resource)
-}
-
-// logWebApps logs what the WebApp informer sees.
-type logWebApps struct{}
-
-func (logWebApps) OnAdd(obj any, initial bool) {
-	if w, ok := obj.(*handrollv1.WebApp); ok {
-		klog.V(2).InfoS("WebApp seen", "webapp", klog.KObj(w), "initialList", initial)
-	}
-}
-
-func (logWebApps) OnUpdate(_, obj any) {
-	if w, ok := obj.(*handrollv1.WebApp); ok {
-		klog.V(2).InfoS("WebApp updated", "webapp", klog.KObj(w), "generation", w.Generation)
-	}
-}
-
-func (logWebApps) OnDelete(obj any) {
-	if w, ok := obj.(*handrollv1.WebApp); ok {
-		klog.V(2).InfoS("WebApp deleted", "webapp", klog.KObj(w))
-	}
 }

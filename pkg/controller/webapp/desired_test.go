@@ -159,6 +159,8 @@ func TestUpToDate(t *testing.T) {
 	w := testWebApp()
 	desired := DesiredDeployment(w, nil)
 	live := roundTrip[appsv1.Deployment](t, desired)
+	// As an informer hands it out: typed, with no apiVersion or kind.
+	live.TypeMeta = metav1.TypeMeta{}
 	// What the API server adds: defaults, status, metadata, other managers.
 	live.ResourceVersion = "42"
 	live.Spec.Template.Spec.Containers[0].ImagePullPolicy = corev1.PullIfNotPresent

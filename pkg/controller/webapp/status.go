@@ -22,6 +22,7 @@ const (
 	ReasonRolloutComplete    = "RolloutComplete"
 	ReasonRolloutFailed      = "RolloutFailed"
 	ReasonAsExpected         = "AsExpected"
+	ReasonApplyFailed        = "ApplyFailed"
 )
 
 // Observed is what the reconciler saw of a WebApp's children.
@@ -33,6 +34,9 @@ type Observed struct {
 	// Conflict, when set, says which child name is taken by an object this
 	// WebApp does not control.
 	Conflict string
+	// ApplyFailed, when set, is why the API server refused a child (for
+	// example a nodePort another Service holds).
+	ApplyFailed string
 }
 
 // ComputeStatus derives a WebApp's status from what was observed. It starts
@@ -67,6 +71,14 @@ func ComputeStatus(w *handrollv1.WebApp, o Observed, now metav1.Time) handrollv1
 		set(handrollv1.ConditionDegraded, metav1.ConditionTrue, ReasonResourceConflict, msg)
 		if d == nil {
 			set(handrollv1.ConditionProgressing, metav1.ConditionFalse, ReasonResourceConflict, msg)
+		}
+		return st
+	}
+	if o.ApplyFailed != "" {
+		set(handrollv1.ConditionReady, metav1.ConditionFalse, ReasonApplyFailed, o.ApplyFailed)
+		set(handrollv1.ConditionDegraded, metav1.ConditionTrue, ReasonApplyFailed, o.ApplyFailed)
+		if d == nil {
+			set(handrollv1.ConditionProgressing, metav1.ConditionFalse, ReasonApplyFailed, o.ApplyFailed)
 		}
 		return st
 	}

@@ -3,7 +3,9 @@ package webapp
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 )
 
 // UpToDate tells whether live already holds what applying desired would
@@ -19,15 +21,29 @@ import (
 // managers' fields) do not matter. Both sides go through encoding/json, so
 // quantities and the like compare in canonical form.
 func UpToDate(desired any, live any) (bool, error) {
+	diff, err := FirstDifference(desired, live)
+	return diff == "", err
+}
+
+// FirstDifference returns the path of the first field desired sets that
+// live does not hold, or "" when UpToDate. The reconciler logs it to say why
+// it applies.
+func FirstDifference(desired any, live any) (string, error) {
 	d, err := toJSONValue(desired)
 	if err != nil {
-		return false, err
+		return "", err
 	}
 	l, err := toJSONValue(live)
 	if err != nil {
-		return false, err
+		return "", err
 	}
-	return subset(d, l), nil
+	// Objects from an informer carry no apiVersion and kind: the decoder
+	// clears them once the type is known. They say nothing about drift.
+	if m, ok := d.(map[string]any); ok {
+		delete(m, "apiVersion")
+		delete(m, "kind")
+	}
+	return difference(d, l, ""), nil
 }
 
 func toJSONValue(v any) (any, error) {
@@ -42,64 +58,83 @@ func toJSONValue(v any) (any, error) {
 	return out, nil
 }
 
-// subset reports whether every value in want is present and equal in got.
-func subset(want, got any) bool {
+// difference returns the path of the first value in want that is not
+// present and equal in got, or "" when want is a subset of got.
+func difference(want, got any, path string) string {
 	switch w := want.(type) {
 	case map[string]any:
 		g, ok := got.(map[string]any)
 		if !ok {
-			return false
+			return orRoot(path)
 		}
-		for k, wv := range w {
+		for _, k := range slices.Sorted(maps.Keys(w)) {
 			gv, ok := g[k]
 			if !ok {
-				if isEmpty(wv) {
+				if isEmpty(w[k]) {
 					continue // an empty value and an absent one are the same to the API
 				}
-				return false
+				return path + "." + k
 			}
-			if !subset(wv, gv) {
-				return false
+			if d := difference(w[k], gv, path+"."+k); d != "" {
+				return d
 			}
 		}
-		return true
+		return ""
 	case []any:
 		g, ok := got.([]any)
 		if !ok {
-			return len(w) == 0 && got == nil
+			if len(w) == 0 && got == nil {
+				return ""
+			}
+			return orRoot(path)
 		}
-		return listSubset(w, g)
+		return listDifference(w, g, path)
 	default:
-		return reflect.DeepEqual(want, got)
+		if reflect.DeepEqual(want, got) {
+			return ""
+		}
+		return orRoot(path)
 	}
 }
 
-// listSubset matches the elements of lists keyed by "name" (containers, env,
-// ports, volumes, mounts) by name, as server-side apply merges them, and
-// other lists by position; got may hold more elements than want.
-func listSubset(want, got []any) bool {
+// listDifference matches the elements of lists keyed by "name" (containers,
+// env, ports, volumes, mounts) by name, as server-side apply merges them,
+// and other lists by position; got may hold more elements than want.
+func listDifference(want, got []any, path string) string {
 	if keyed(want) && keyed(got) {
 		byName := make(map[any]any, len(got))
 		for _, g := range got {
 			byName[g.(map[string]any)["name"]] = g
 		}
 		for _, w := range want {
-			g, ok := byName[w.(map[string]any)["name"]]
-			if !ok || !subset(w, g) {
-				return false
+			name := w.(map[string]any)["name"]
+			p := fmt.Sprintf("%s[name=%v]", path, name)
+			g, ok := byName[name]
+			if !ok {
+				return p
+			}
+			if d := difference(w, g, p); d != "" {
+				return d
 			}
 		}
-		return true
+		return ""
 	}
 	if len(got) < len(want) {
-		return false
+		return orRoot(path)
 	}
 	for i := range want {
-		if !subset(want[i], got[i]) {
-			return false
+		if d := difference(want[i], got[i], fmt.Sprintf("%s[%d]", path, i)); d != "" {
+			return d
 		}
 	}
-	return true
+	return ""
+}
+
+func orRoot(path string) string {
+	if path == "" {
+		return "."
+	}
+	return path
 }
 
 func keyed(list []any) bool {

@@ -1,0 +1,96 @@
+package webapp
+
+import (
+	"context"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+
+	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
+	"github.com/handroll/handroll/pkg/controller"
+)
+
+// ControllerName names the controller in logs and metrics.
+const ControllerName = "webapp"
+
+// IndexConfigMapRef indexes WebApps by "<namespace>/<spec.configMapRef.name>",
+// so that a change to a user's ConfigMap finds the WebApps that mount it
+// (mgr.GetFieldIndexer().IndexField in controller-runtime).
+const IndexConfigMapRef = "spec.configMapRef.name"
+
+// AddIndexers adds the WebApp indexes the controller needs; call it before
+// the informer starts.
+func AddIndexers(webapps cache.SharedIndexInformer) error {
+	return webapps.AddIndexers(cache.Indexers{IndexConfigMapRef: func(obj any) ([]string, error) {
+		w, ok := obj.(*handrollv1.WebApp)
+		if !ok || w.Spec.ConfigMapRef == nil {
+			return nil, nil
+		}
+		return []string{w.Namespace + "/" + w.Spec.ConfigMapRef.Name}, nil
+	}})
+}
+
+// Informers are the caches the WebApp controller watches.
+type Informers struct {
+	WebApps     cache.SharedIndexInformer // with AddIndexers applied
+	Deployments cache.SharedIndexInformer
+	Services    cache.SharedIndexInformer
+	ConfigMaps  cache.SharedIndexInformer
+}
+
+// NewController connects r to the informers — the builder.For(&WebApp{}).
+// Owns(&Deployment{}).Owns(&Service{}).Owns(&ConfigMap{}).Watches(&ConfigMap{},
+// mapFn) of a controller-runtime project, written out.
+func NewController(r *Reconciler, inf Informers, opts controller.Options) (*controller.Controller, error) {
+	if opts.Name == "" {
+		opts.Name = ControllerName
+	}
+	c, err := controller.New(opts, r)
+	if err != nil {
+		return nil, err
+	}
+	webAppKind := handrollv1.Kind(handrollv1.WebAppKind)
+
+	// For: the WebApp itself, when its spec changes or its deletion starts.
+	// Status-only updates, our own included, are dropped.
+	if err := c.Watch(inf.WebApps, controller.EnqueueObject(),
+		controller.Or(controller.GenerationChanged(), deletionStarted())); err != nil {
+		return nil, err
+	}
+	// Owns: any change to a child (status included) reconciles its owner.
+	for _, children := range []cache.SharedIndexInformer{inf.Deployments, inf.Services, inf.ConfigMaps} {
+		if err := c.Watch(children, controller.EnqueueOwner(webAppKind, true)); err != nil {
+			return nil, err
+		}
+	}
+	// Watches: a user's ConfigMap named by spec.configMapRef, through the index.
+	byRef := func(_ context.Context, obj metav1.Object) []controller.Request {
+		objs, err := inf.WebApps.GetIndexer().ByIndex(IndexConfigMapRef, obj.GetNamespace()+"/"+obj.GetName())
+		if err != nil {
+			return nil
+		}
+		reqs := make([]controller.Request, 0, len(objs))
+		for _, o := range objs {
+			w := o.(*handrollv1.WebApp)
+			reqs = append(reqs, controller.Request{Namespace: w.Namespace, Name: w.Name})
+		}
+		return reqs
+	}
+	if err := c.Watch(inf.ConfigMaps, controller.EnqueueMapped(byRef), controller.ResourceVersionChanged()); err != nil {
+		return nil, fmt.Errorf("watching referenced ConfigMaps: %w", err)
+	}
+	return c, nil
+}
+
+// deletionStarted passes the update that sets metadata.deletionTimestamp,
+// so the finalizer runs at once.
+func deletionStarted() controller.Predicate {
+	return controller.PredicateFuncs{
+		CreateFunc: func(metav1.Object) bool { return false },
+		DeleteFunc: func(metav1.Object) bool { return false },
+		UpdateFunc: func(oldObj, newObj metav1.Object) bool {
+			return oldObj.GetDeletionTimestamp() == nil && newObj.GetDeletionTimestamp() != nil
+		},
+	}
+}

@@ -1,0 +1,411 @@
+package webapp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+
+	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
+	"github.com/handroll/handroll/pkg/controller"
+	handrollac "github.com/handroll/handroll/pkg/generated/applyconfiguration/handroll/v1"
+	clientset "github.com/handroll/handroll/pkg/generated/clientset/versioned"
+	handrolllisters "github.com/handroll/handroll/pkg/generated/listers/handroll/v1"
+)
+
+// FinalizerDirectory keeps a WebApp until its entry is removed from the
+// directory ConfigMap.
+const FinalizerDirectory = "handroll.dev/directory"
+
+// DirectoryName is the ConfigMap, in the operator's namespace, that maps
+// every WebApp to its URL. Keys are "<namespace>.<name>": neither a
+// namespace nor a WebApp name can hold a dot, and a ConfigMap key cannot
+// hold a slash.
+const DirectoryName = "webapp-directory"
+
+// DirectoryKey is a WebApp's key in the directory ConfigMap.
+func DirectoryKey(namespace, name string) string { return namespace + "." + name }
+
+// Event reasons.
+const (
+	EventCreated          = "Created"
+	EventUpdated          = "Updated"
+	EventDeleted          = "Deleted"
+	EventResourceConflict = ReasonResourceConflict
+	EventReady            = "Ready"
+	EventNotReady         = "NotReady"
+)
+
+// Reconciler makes a WebApp's children match its spec and reports their
+// state in its status. It reads only from listers (the informers' caches);
+// it writes through the typed clientsets with server-side apply.
+type Reconciler struct {
+	WebApps     handrolllisters.WebAppLister
+	Deployments appslisters.DeploymentLister
+	Services    corelisters.ServiceLister
+	ConfigMaps  corelisters.ConfigMapLister
+
+	Client   clientset.Interface
+	Kube     kubernetes.Interface
+	Recorder events.EventRecorder
+
+	// DirectoryNamespace holds the directory ConfigMap.
+	DirectoryNamespace string
+
+	// ChildrenCacheFiltered says the children's caches hold only objects
+	// labelled managed-by=handroll. A child missing from such a cache may
+	// still exist, unlabelled and not ours, so it is looked up in the API
+	// server before it is created (the one deliberate uncached read).
+	ChildrenCacheFiltered bool
+
+	// Now returns the time for condition transitions; tests fix it.
+	Now func() metav1.Time
+}
+
+var applyOptions = metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
+
+// Reconcile brings one WebApp's world in line with its spec.
+func (r *Reconciler) Reconcile(ctx context.Context, req controller.Request) (controller.Result, error) {
+	logger := klog.FromContext(ctx).WithValues("webapp", req.String())
+
+	cached, err := r.WebApps.WebApps(req.Namespace).Get(req.Name)
+	if apierrors.IsNotFound(err) {
+		// Gone: the garbage collector removes the children, and the
+		// finalizer already took it out of the directory.
+		return controller.Result{}, nil
+	}
+	if err != nil {
+		return controller.Result{}, err
+	}
+	// The cache's object is shared with every other reader: work on a copy.
+	w := cached.DeepCopy()
+	handrollv1.SetObjectDefaults_WebApp(w)
+
+	if w.DeletionTimestamp != nil {
+		return controller.Result{}, r.finalize(ctx, w)
+	}
+	if !slices.Contains(w.Finalizers, FinalizerDirectory) {
+		if err := r.applyFinalizer(ctx, w, true); err != nil {
+			return controller.Result{}, fmt.Errorf("adding finalizer: %w", err)
+		}
+	}
+
+	obs, err := r.reconcileChildren(ctx, w)
+	if err != nil {
+		return controller.Result{}, err
+	}
+	if err := r.updateStatus(ctx, w, obs); err != nil {
+		return controller.Result{}, fmt.Errorf("writing status: %w", err)
+	}
+	if err := r.setDirectoryEntry(ctx, w, URL(w)); err != nil {
+		return controller.Result{}, fmt.Errorf("updating the directory: %w", err)
+	}
+	if obs.ApplyFailed != "" {
+		return controller.Result{}, errors.New(obs.ApplyFailed)
+	}
+	if obs.Conflict != "" {
+		// Retried with backoff, so the WebApp heals once the foreign object
+		// goes away; never overwritten.
+		logger.V(2).Info("Child name taken by an object we do not control", "object", obs.Conflict)
+		return controller.Result{}, fmt.Errorf("%s exists and is not controlled by WebApp %s", obs.Conflict, req)
+	}
+	return controller.Result{}, nil
+}
+
+// child is one object a WebApp owns, with how to read and apply it.
+type child struct {
+	kind    string
+	name    string
+	desired any // the apply configuration
+	cached  func() (metav1.Object, error)
+	live    func(context.Context) (metav1.Object, error)
+	apply   func(context.Context) (metav1.Object, error)
+}
+
+func (r *Reconciler) reconcileChildren(ctx context.Context, w *handrollv1.WebApp) (Observed, error) {
+	var obs Observed
+	ns, name := w.Namespace, w.Name
+
+	var refData map[string]string
+	if ref := w.Spec.ConfigMapRef; ref != nil {
+		cm, err := r.ConfigMaps.ConfigMaps(ns).Get(ref.Name)
+		switch {
+		case err == nil:
+			refData = cm.Data
+		case !apierrors.IsNotFound(err):
+			return obs, err
+		}
+	}
+
+	var children []child
+	if cm := DesiredConfigMap(w); cm != nil {
+		children = append(children, child{
+			kind: "ConfigMap", name: *cm.Name, desired: cm,
+			cached: func() (metav1.Object, error) { return r.ConfigMaps.ConfigMaps(ns).Get(*cm.Name) },
+			live: func(ctx context.Context) (metav1.Object, error) {
+				return r.Kube.CoreV1().ConfigMaps(ns).Get(ctx, *cm.Name, metav1.GetOptions{})
+			},
+			apply: func(ctx context.Context) (metav1.Object, error) {
+				return r.Kube.CoreV1().ConfigMaps(ns).Apply(ctx, cm, applyOptions)
+			},
+		})
+	}
+	svc := DesiredService(w)
+	children = append(children, child{
+		kind: "Service", name: name, desired: svc,
+		cached: func() (metav1.Object, error) { return r.Services.Services(ns).Get(name) },
+		live: func(ctx context.Context) (metav1.Object, error) {
+			return r.Kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+		},
+		apply: func(ctx context.Context) (metav1.Object, error) {
+			return r.Kube.CoreV1().Services(ns).Apply(ctx, svc, applyOptions)
+		},
+	})
+	dep := DesiredDeployment(w, refData)
+	children = append(children, child{
+		kind: "Deployment", name: name, desired: dep,
+		cached: func() (metav1.Object, error) { return r.Deployments.Deployments(ns).Get(name) },
+		live: func(ctx context.Context) (metav1.Object, error) {
+			return r.Kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		},
+		apply: func(ctx context.Context) (metav1.Object, error) {
+			return r.Kube.AppsV1().Deployments(ns).Apply(ctx, dep, applyOptions)
+		},
+	})
+
+	for _, c := range children {
+		current, err := r.ensure(ctx, w, c)
+		var conflict *conflictError
+		if errors.As(err, &conflict) {
+			obs.Conflict = conflict.object
+			r.Recorder.Eventf(w, nil, corev1.EventTypeWarning, EventResourceConflict, "Reconcile",
+				"%s exists and is not controlled by this WebApp; it is left untouched", conflict.object)
+			continue
+		}
+		if refused(err) {
+			// The API server will refuse this until something changes: say
+			// so in the status and an event rather than only in our log.
+			obs.ApplyFailed = fmt.Sprintf("%s %s/%s: %v", c.kind, ns, c.name, err)
+			r.Recorder.Eventf(w, nil, corev1.EventTypeWarning, ReasonApplyFailed, "Apply", "%s", obs.ApplyFailed)
+			continue
+		}
+		if err != nil {
+			return obs, fmt.Errorf("%s %s/%s: %w", c.kind, ns, c.name, err)
+		}
+		switch o := current.(type) {
+		case *appsv1.Deployment:
+			obs.Deployment = o
+		case *corev1.Service:
+			obs.ServiceExists = true
+		}
+	}
+
+	if len(w.Spec.Config) == 0 {
+		if err := r.deleteOwnedConfigMap(ctx, w); err != nil {
+			return obs, err
+		}
+	}
+	return obs, nil
+}
+
+// refused tells whether err is the API server rejecting a request as such
+// (invalid, forbidden), as opposed to a transient failure.
+func refused(err error) bool {
+	return apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err)
+}
+
+type conflictError struct{ object string }
+
+func (e *conflictError) Error() string { return e.object + " is not controlled by this WebApp" }
+
+// ensure applies c unless the live object already holds its configuration,
+// and refuses to touch an object of that name that the WebApp does not
+// control. It returns the object as it now is.
+func (r *Reconciler) ensure(ctx context.Context, w *handrollv1.WebApp, c child) (metav1.Object, error) {
+	current, err := c.cached()
+	if apierrors.IsNotFound(err) && r.ChildrenCacheFiltered {
+		current, err = c.live(ctx)
+	}
+	exists := err == nil
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, err
+	}
+	if exists {
+		if ref := metav1.GetControllerOf(current); ref == nil || ref.UID != w.UID {
+			return nil, &conflictError{object: fmt.Sprintf("%s %s/%s", c.kind, w.Namespace, c.name)}
+		}
+		diff, err := FirstDifference(c.desired, current)
+		if err != nil {
+			return nil, err
+		}
+		if diff == "" {
+			return current, nil
+		}
+		klog.FromContext(ctx).V(3).Info("Child differs from the desired state; applying", "kind", c.kind, "name", c.name, "field", diff)
+	}
+
+	applied, err := c.apply(ctx)
+	if err != nil {
+		return nil, err
+	}
+	reason, verb := EventCreated, "Created"
+	if exists {
+		reason, verb = EventUpdated, "Updated"
+	}
+	r.Recorder.Eventf(w, applied.(runtime.Object), corev1.EventTypeNormal, reason, "Apply", "%s %s %s", verb, c.kind, c.name)
+	return applied, nil
+}
+
+// deleteOwnedConfigMap removes the ConfigMap rendered from spec.config once
+// spec.config is emptied; one we do not control is left alone.
+func (r *Reconciler) deleteOwnedConfigMap(ctx context.Context, w *handrollv1.WebApp) error {
+	name := handrollv1.OwnedConfigMapName(w.Name)
+	cm, err := r.ConfigMaps.ConfigMaps(w.Namespace).Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if ref := metav1.GetControllerOf(cm); ref == nil || ref.UID != w.UID {
+		return nil
+	}
+	err = r.Kube.CoreV1().ConfigMaps(w.Namespace).Delete(ctx, name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &cm.UID},
+	})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err == nil {
+		r.Recorder.Eventf(w, nil, corev1.EventTypeNormal, EventDeleted, "Delete", "Deleted ConfigMap %s: spec.config is empty", name)
+	}
+	return err
+}
+
+// updateStatus computes the status and writes it through the status
+// subresource, only when it differs from what the WebApp already shows.
+func (r *Reconciler) updateStatus(ctx context.Context, w *handrollv1.WebApp, obs Observed) error {
+	now := metav1.Now()
+	if r.Now != nil {
+		now = r.Now()
+	}
+	status := ComputeStatus(w, obs, now)
+	if equality.Semantic.DeepEqual(status, w.Status) {
+		return nil
+	}
+	ac := handrollac.WebApp(w.Name, w.Namespace).WithStatus(statusApplyConfiguration(status))
+	if _, err := r.Client.HandrollV1().WebApps(w.Namespace).ApplyStatus(ctx, ac, applyOptions); err != nil {
+		return err
+	}
+
+	was := meta.FindStatusCondition(w.Status.Conditions, handrollv1.ConditionReady)
+	now_ := meta.FindStatusCondition(status.Conditions, handrollv1.ConditionReady)
+	if now_ != nil && (was == nil || was.Status != now_.Status) {
+		if now_.Status == metav1.ConditionTrue {
+			r.Recorder.Eventf(w, nil, corev1.EventTypeNormal, EventReady, "Reconcile", "%s", now_.Message)
+		} else if was != nil {
+			r.Recorder.Eventf(w, nil, corev1.EventTypeWarning, EventNotReady, "Reconcile", "%s: %s", now_.Reason, now_.Message)
+		}
+	}
+	return nil
+}
+
+func statusApplyConfiguration(st handrollv1.WebAppStatus) *handrollac.WebAppStatusApplyConfiguration {
+	data, err := json.Marshal(st)
+	if err != nil {
+		panic(fmt.Sprintf("marshalling a WebAppStatus cannot fail: %v", err))
+	}
+	var ac handrollac.WebAppStatusApplyConfiguration
+	if err := json.Unmarshal(data, &ac); err != nil {
+		panic(fmt.Sprintf("a WebAppStatus always fits its apply configuration: %v", err))
+	}
+	return &ac
+}
+
+// applyFinalizer adds (or, with add false, removes) the directory finalizer
+// with server-side apply: the finalizer list is a set, so other finalizers
+// are untouched and no resourceVersion is needed.
+func (r *Reconciler) applyFinalizer(ctx context.Context, w *handrollv1.WebApp, add bool) error {
+	ac := handrollac.WebApp(w.Name, w.Namespace)
+	if add {
+		ac.WithFinalizers(FinalizerDirectory)
+	}
+	// The UID guards against applying to a newer WebApp of the same name.
+	ac.WithUID(w.UID)
+	_, err := r.Client.HandrollV1().WebApps(w.Namespace).Apply(ctx, ac, applyOptions)
+	return err
+}
+
+// finalize removes a deleted WebApp from the directory, then releases it.
+func (r *Reconciler) finalize(ctx context.Context, w *handrollv1.WebApp) error {
+	if !slices.Contains(w.Finalizers, FinalizerDirectory) {
+		return nil
+	}
+	if err := r.setDirectoryEntry(ctx, w, ""); err != nil {
+		return fmt.Errorf("removing from the directory: %w", err)
+	}
+	if err := r.applyFinalizer(ctx, w, false); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("removing finalizer: %w", err)
+	}
+	return nil
+}
+
+// setDirectoryEntry sets (url != "") or removes (url == "") the WebApp's
+// entry in the directory ConfigMap. Each write is a JSON merge patch of that
+// one key, so concurrent workers never conflict and no read-modify-write is
+// needed; the cache tells when the entry is already right.
+func (r *Reconciler) setDirectoryEntry(ctx context.Context, w *handrollv1.WebApp, url string) error {
+	key := DirectoryKey(w.Namespace, w.Name)
+	cm, err := r.ConfigMaps.ConfigMaps(r.DirectoryNamespace).Get(DirectoryName)
+	if err == nil {
+		if got, ok := cm.Data[key]; (url == "" && !ok) || (url != "" && got == url) {
+			return nil
+		}
+	} else if !apierrors.IsNotFound(err) {
+		return err
+	}
+
+	var value any
+	if url != "" {
+		value = url
+	}
+	patch, err := json.Marshal(map[string]any{"data": map[string]any{key: value}})
+	if err != nil {
+		return err
+	}
+	configMaps := r.Kube.CoreV1().ConfigMaps(r.DirectoryNamespace)
+	_, err = configMaps.Patch(ctx, DirectoryName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+	if !apierrors.IsNotFound(err) || url == "" {
+		if apierrors.IsNotFound(err) {
+			return nil // no directory, nothing to remove
+		}
+		return err
+	}
+	_, err = configMaps.Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: DirectoryName, Namespace: r.DirectoryNamespace,
+			Labels: map[string]string{LabelManagedBy: ManagedBy, LabelName: "webapp-directory"},
+		},
+		Data: map[string]string{key: url},
+	}, metav1.CreateOptions{FieldManager: FieldManager})
+	if apierrors.IsAlreadyExists(err) {
+		// Another worker created it first: patch our key into theirs.
+		_, err = configMaps.Patch(ctx, DirectoryName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+	}
+	return err
+}

@@ -1,0 +1,143 @@
+package e2e
+
+import (
+	"context"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
+	"github.com/handroll/handroll/pkg/controller/webapp"
+	handrollclient "github.com/handroll/handroll/pkg/generated/clientset/versioned"
+	"github.com/handroll/handroll/test/operator"
+)
+
+var (
+	opNamespaceOnce sync.Once
+	opNamespace     string
+)
+
+// operatorNamespace is the operator's own namespace, shared by the tests.
+func operatorNamespace(t *testing.T) string {
+	opNamespaceOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		ns, err := env.CreateNamespace(ctx, "handroll-system")
+		if err != nil {
+			t.Fatal(err)
+		}
+		opNamespace = ns
+	})
+	return opNamespace
+}
+
+// TestWebAppBecomesReady runs the operator as a user would and follows a
+// WebApp through its life: its pods become ready on kwok's nodes, its status
+// says so, the directory lists it, and deleting it removes everything.
+func TestWebAppBecomesReady(t *testing.T) {
+	ns := env.Namespace(t)
+	op := operator.Start(t, env.Kubeconfig, "--operator-namespace="+operatorNamespace(t))
+	hc, err := handrollclient.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kube := clientset(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	_, err = hc.HandrollV1().WebApps(ns).Create(ctx, &handrollv1.WebApp{
+		ObjectMeta: metav1.ObjectMeta{Name: "shop"},
+		Spec: handrollv1.WebAppSpec{
+			Image:    "nginx:1.27",
+			Replicas: ptr.To[int32](2),
+			Config:   map[string]string{"app.yaml": "greeting: hello"},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var w *handrollv1.WebApp
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		w, err = hc.HandrollV1().WebApps(ns).Get(ctx, "shop", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return w.Status.ObservedGeneration == w.Generation &&
+			meta.IsStatusConditionTrue(w.Status.Conditions, handrollv1.ConditionReady) &&
+			w.Status.ReadyReplicas == 2, nil
+	})
+	if err != nil {
+		t.Fatalf("the WebApp did not become Ready: %v; status %+v", err, w.Status)
+	}
+	if w.Status.URL != "http://shop."+ns+".svc:80" || w.Status.Replicas != 2 || w.Status.Selector == "" {
+		t.Errorf("status %+v", w.Status)
+	}
+	for _, get := range []func() error{
+		func() error {
+			_, err := kube.AppsV1().Deployments(ns).Get(ctx, "shop", metav1.GetOptions{})
+			return err
+		},
+		func() error { _, err := kube.CoreV1().Services(ns).Get(ctx, "shop", metav1.GetOptions{}); return err },
+		func() error {
+			_, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, "shop-config", metav1.GetOptions{})
+			return err
+		},
+	} {
+		if err := get(); err != nil {
+			t.Errorf("child: %v", err)
+		}
+	}
+	directoryHas := func(want bool) wait.ConditionWithContextFunc {
+		return func(ctx context.Context) (bool, error) {
+			cm, err := kube.CoreV1().ConfigMaps(operatorNamespace(t)).Get(ctx, webapp.DirectoryName, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return !want, nil
+			}
+			if err != nil {
+				return false, err
+			}
+			_, has := cm.Data[webapp.DirectoryKey(ns, "shop")]
+			return has == want, nil
+		}
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, directoryHas(true)); err != nil {
+		t.Errorf("the directory does not list the WebApp: %v", err)
+	}
+
+	if err := hc.HandrollV1().WebApps(ns).Delete(ctx, "shop", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := hc.HandrollV1().WebApps(ns).Get(ctx, "shop", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		t.Fatalf("the WebApp was not released by its finalizer: %v", err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, directoryHas(false)); err != nil {
+		t.Errorf("the directory still lists the deleted WebApp: %v", err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: webapp.LabelInstance + "=shop"})
+		if err != nil {
+			return false, err
+		}
+		_, derr := kube.AppsV1().Deployments(ns).Get(ctx, "shop", metav1.GetOptions{})
+		return len(pods.Items) == 0 && apierrors.IsNotFound(derr), nil
+	})
+	if err != nil {
+		t.Errorf("children not garbage-collected: %v", err)
+	}
+
+	if err := op.Stop(t, syscall.SIGTERM, 30*time.Second); err != nil {
+		t.Errorf("the operator did not exit cleanly on SIGTERM: %v", err)
+	}
+}

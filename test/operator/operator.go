@@ -1,0 +1,223 @@
+// Package operator runs bin/handroll as a separate process for tests, as a
+// user runs it: built from this checkout, pointed at a kubeconfig, probed
+// through its health endpoint and read through its metrics endpoint.
+package operator
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/handroll/handroll/test/controlplane"
+)
+
+var (
+	buildOnce sync.Once
+	binary    string
+	buildErr  error
+)
+
+// Binary builds cmd/handroll once per test binary and returns its path.
+func Binary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		root, err := controlplane.RepoRoot()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "handroll-test-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binary = filepath.Join(dir, "handroll")
+		cmd := exec.Command("go", "build", "-o", binary, "./cmd/handroll")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build ./cmd/handroll: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binary
+}
+
+// Operator is a running handroll process.
+type Operator struct {
+	cmd         *exec.Cmd
+	log         *syncBuffer
+	MetricsAddr string
+	HealthAddr  string
+	exited      chan struct{}
+	waitErr     error
+}
+
+// Start runs handroll against kubeconfig with args added to the flags that
+// bind its servers to free loopback ports, and waits until /readyz passes.
+// The process is killed when t ends, and its log printed if t failed.
+func Start(t testing.TB, kubeconfig string, args ...string) *Operator {
+	t.Helper()
+	o := &Operator{
+		log:         &syncBuffer{},
+		MetricsAddr: freeAddr(t),
+		HealthAddr:  freeAddr(t),
+		exited:      make(chan struct{}),
+	}
+	o.cmd = exec.Command(Binary(t), append([]string{
+		"--kubeconfig=" + kubeconfig,
+		"--metrics-bind-address=" + o.MetricsAddr,
+		"--health-probe-bind-address=" + o.HealthAddr,
+		"-v=2",
+	}, args...)...)
+	o.cmd.Stdout = o.log
+	o.cmd.Stderr = o.log
+	// The operator must not outlive a crashed test binary.
+	o.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := o.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		o.waitErr = o.cmd.Wait()
+		close(o.exited)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-o.exited:
+		default:
+			_ = o.cmd.Process.Kill()
+			<-o.exited
+		}
+		if t.Failed() {
+			t.Logf("handroll log:\n%s", o.Log())
+		}
+	})
+
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		select {
+		case <-o.exited:
+			return false, fmt.Errorf("handroll exited: %v", o.waitErr)
+		default:
+		}
+		resp, err := http.Get("http://" + o.HealthAddr + "/readyz")
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		t.Fatalf("handroll not ready: %v\n%s", err, o.Log())
+	}
+	return o
+}
+
+// Log returns what the process printed so far.
+func (o *Operator) Log() string { return o.log.String() }
+
+// Stop sends sig and waits up to within for the process to exit; it returns
+// the exit error (nil for exit code 0).
+func (o *Operator) Stop(t testing.TB, sig syscall.Signal, within time.Duration) error {
+	t.Helper()
+	_ = o.cmd.Process.Signal(sig)
+	select {
+	case <-o.exited:
+		return o.waitErr
+	case <-time.After(within):
+		t.Fatalf("handroll did not exit within %s of %s", within, sig)
+		return nil
+	}
+}
+
+// Metrics scrapes /metrics and returns the families by name.
+func (o *Operator) Metrics(t testing.TB) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get("http://" + o.MetricsAddr + "/metrics")
+	if err != nil {
+		t.Fatalf("scraping metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parsing metrics: %v", err)
+	}
+	return families
+}
+
+// Requests sums rest_client_requests_total by HTTP method: the requests
+// handroll made to the API server, counted on its side.
+func (o *Operator) Requests(t testing.TB) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	if f, ok := o.Metrics(t)["rest_client_requests_total"]; ok {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "method" {
+					out[strings.ToUpper(l.GetValue())] += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Writes is the number of requests that change something: every method
+// but GET (which includes LIST and WATCH).
+func Writes(requests map[string]float64) float64 {
+	var n float64
+	for method, c := range requests {
+		if method != http.MethodGet {
+			n += c
+		}
+	}
+	return n
+}
+
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// syncBuffer is a bytes.Buffer safe for the process's writes and the
+// test's reads at once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+var _ io.Writer = (*syncBuffer)(nil)
