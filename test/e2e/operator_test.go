@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"syscall"
 	"testing"
@@ -51,6 +52,7 @@ func TestWebAppBecomesReady(t *testing.T) {
 	kube := clientset(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	before := op.Requests(t)
 
 	_, err = hc.HandrollV1().WebApps(ns).Create(ctx, &handrollv1.WebApp{
 		ObjectMeta: metav1.ObjectMeta{Name: "shop"},
@@ -77,6 +79,11 @@ func TestWebAppBecomesReady(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the WebApp did not become Ready: %v; status %+v", err, w.Status)
 	}
+	// What one WebApp cost, by HTTP method, from creation to Ready with two
+	// pods (watch traffic and the initial lists happened before "before").
+	settled := waitForQuiet(t, op)
+	t.Logf("requests to converge one WebApp (config, 2 replicas) to Ready: %s", requestDiff(before, settled))
+
 	if w.Status.URL != "http://shop."+ns+".svc:80" || w.Status.Replicas != 2 || w.Status.Selector == "" {
 		t.Errorf("status %+v", w.Status)
 	}
@@ -140,4 +147,31 @@ func TestWebAppBecomesReady(t *testing.T) {
 	if err := op.Stop(t, syscall.SIGTERM, 30*time.Second); err != nil {
 		t.Errorf("the operator did not exit cleanly on SIGTERM: %v", err)
 	}
+}
+
+// waitForQuiet waits until the operator has made no write for three seconds
+// and returns its request counts.
+func waitForQuiet(t *testing.T, op *operator.Operator) map[string]float64 {
+	t.Helper()
+	var last map[string]float64
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, time.Minute, true, func(context.Context) (bool, error) {
+		first := op.Requests(t)
+		time.Sleep(3 * time.Second)
+		last = op.Requests(t)
+		return operator.Writes(first) == operator.Writes(last), nil
+	})
+	if err != nil {
+		t.Fatalf("the operator kept writing: %v", err)
+	}
+	return last
+}
+
+func requestDiff(before, after map[string]float64) string {
+	out := ""
+	for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE"} {
+		if d := after[m] - before[m]; d != 0 {
+			out += fmt.Sprintf("%s=%v ", m, d)
+		}
+	}
+	return out
 }

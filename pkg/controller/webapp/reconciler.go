@@ -67,10 +67,12 @@ type Reconciler struct {
 	// DirectoryNamespace holds the directory ConfigMap.
 	DirectoryNamespace string
 
-	// ChildrenCacheFiltered says the children's caches hold only objects
-	// labelled managed-by=handroll. A child missing from such a cache may
-	// still exist, unlabelled and not ours, so it is looked up in the API
-	// server before it is created (the one deliberate uncached read).
+	// ChildrenCacheFiltered says the Deployment and Service caches hold only
+	// objects labelled managed-by=handroll. A child missing from such a
+	// cache may still exist, unlabelled and not ours, so it is looked up in
+	// the API server before it is created (the one deliberate uncached
+	// read). The ConfigMap cache is never filtered: it also serves
+	// spec.configMapRef, which names ConfigMaps of the user's.
 	ChildrenCacheFiltered bool
 
 	// Now returns the time for condition transitions; tests fix it.
@@ -129,12 +131,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req controller.Request) (con
 
 // child is one object a WebApp owns, with how to read and apply it.
 type child struct {
-	kind    string
-	name    string
-	desired any // the apply configuration
-	cached  func() (metav1.Object, error)
-	live    func(context.Context) (metav1.Object, error)
-	apply   func(context.Context) (metav1.Object, error)
+	kind     string
+	name     string
+	filtered bool // its cache holds only objects labelled as ours
+	desired  any  // the apply configuration
+	cached   func() (metav1.Object, error)
+	live     func(context.Context) (metav1.Object, error)
+	apply    func(context.Context) (metav1.Object, error)
 }
 
 func (r *Reconciler) reconcileChildren(ctx context.Context, w *handrollv1.WebApp) (Observed, error) {
@@ -167,7 +170,7 @@ func (r *Reconciler) reconcileChildren(ctx context.Context, w *handrollv1.WebApp
 	}
 	svc := DesiredService(w)
 	children = append(children, child{
-		kind: "Service", name: name, desired: svc,
+		kind: "Service", name: name, desired: svc, filtered: r.ChildrenCacheFiltered,
 		cached: func() (metav1.Object, error) { return r.Services.Services(ns).Get(name) },
 		live: func(ctx context.Context) (metav1.Object, error) {
 			return r.Kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
@@ -178,7 +181,7 @@ func (r *Reconciler) reconcileChildren(ctx context.Context, w *handrollv1.WebApp
 	})
 	dep := DesiredDeployment(w, refData)
 	children = append(children, child{
-		kind: "Deployment", name: name, desired: dep,
+		kind: "Deployment", name: name, desired: dep, filtered: r.ChildrenCacheFiltered,
 		cached: func() (metav1.Object, error) { return r.Deployments.Deployments(ns).Get(name) },
 		live: func(ctx context.Context) (metav1.Object, error) {
 			return r.Kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
@@ -238,7 +241,7 @@ func (e *conflictError) Error() string { return e.object + " is not controlled b
 // control. It returns the object as it now is.
 func (r *Reconciler) ensure(ctx context.Context, w *handrollv1.WebApp, c child) (metav1.Object, error) {
 	current, err := c.cached()
-	if apierrors.IsNotFound(err) && r.ChildrenCacheFiltered {
+	if apierrors.IsNotFound(err) && c.filtered {
 		current, err = c.live(ctx)
 	}
 	exists := err == nil
