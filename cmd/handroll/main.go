@@ -32,6 +32,7 @@ type options struct {
 	cacheSyncTimeout time.Duration
 	shutdownTimeout  time.Duration
 	syncPeriod       time.Duration
+	namespaces       []string
 
 	maxConcurrentReconciles int
 	operatorNamespace       string
@@ -49,6 +50,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.healthAddr, "health-probe-bind-address", ":8081", "Address of /healthz, /livez and /readyz; 0 disables them.")
 	fs.DurationVar(&o.cacheSyncTimeout, "cache-sync-timeout", 2*time.Minute, "How long the informers may take to list everything before start-up fails.")
 	fs.DurationVar(&o.shutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long a graceful stop may take before the process exits anyway.")
+	fs.StringSliceVar(&o.namespaces, "namespaces", nil, "Namespaces to watch, comma-separated; empty watches all (cache.Options.DefaultNamespaces).")
 	fs.DurationVar(&o.syncPeriod, "sync-period", 10*time.Hour, "How often the informers resync every cached object (cache.Options.SyncPeriod); 0 disables resyncs.")
 	fs.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", 4, "WebApps reconciled in parallel (controller.Options.MaxConcurrentReconciles).")
 	fs.StringVar(&o.operatorNamespace, "operator-namespace", "handroll-system", "Namespace of the operator's own objects: the webapp-directory ConfigMap.")

@@ -8,20 +8,18 @@ import (
 	"sync"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	"github.com/handroll/handroll/pkg/apis/scheme"
+	handrollcache "github.com/handroll/handroll/pkg/cache"
 	"github.com/handroll/handroll/pkg/controller"
 	"github.com/handroll/handroll/pkg/controller/webapp"
 	clientset "github.com/handroll/handroll/pkg/generated/clientset/versioned"
-	informers "github.com/handroll/handroll/pkg/generated/informers/externalversions"
 	"github.com/handroll/handroll/pkg/server"
 )
 
@@ -104,35 +102,33 @@ func start(ctx context.Context, o options) error {
 	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: kubeClient.EventsV1()})
 	recorder := broadcaster.NewRecorder(s, "handroll")
 
-	// Step 8 — cache (cluster.New, cache.Options): shared informers from the
-	// generated factory for WebApps and client-go's for the children.
-	// Deployments and Services are cached only when labelled
-	// managed-by=handroll (cache.Options.ByObject with a label selector);
-	// ConfigMaps are cached whole, because a spec.configMapRef names a
-	// ConfigMap of the user's that carries no label of ours.
-	handrollFactory := informers.NewSharedInformerFactory(handrollClient, o.syncPeriod)
-	childrenFactory := kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, o.syncPeriod,
-		kubeinformers.WithTweakListOptions(func(lo *metav1.ListOptions) {
-			lo.LabelSelector = webapp.LabelManagedBy + "=" + webapp.ManagedBy
-		}))
-	configMapFactory := kubeinformers.NewSharedInformerFactory(kubeClient, o.syncPeriod)
-
-	webapps := handrollFactory.Handroll().V1().WebApps()
-	if err := webapp.AddIndexers(webapps.Informer()); err != nil {
-		return err
+	// Step 8 — cache (cluster.New, cache.Options): informers for WebApps
+	// and for the children, in every namespace or in --namespaces
+	// (DefaultNamespaces). Deployments and Services are cached only when
+	// labelled managed-by=handroll (ByObject label selectors); ConfigMaps
+	// whole, because a spec.configMapRef names a ConfigMap of the user's.
+	// managedFields are dropped before objects are stored (DefaultTransform).
+	caches := handrollcache.New(kubeClient, handrollClient, handrollcache.Options{
+		Namespaces:        o.namespaces,
+		ChildSelector:     webapp.LabelManagedBy + "=" + webapp.ManagedBy,
+		SyncPeriod:        o.syncPeriod,
+		OperatorNamespace: o.operatorNamespace,
+	})
+	webappInformers := caches.WebApps()
+	for _, inf := range webappInformers {
+		if err := webapp.AddIndexers(inf); err != nil {
+			return err
+		}
 	}
-	deployments := childrenFactory.Apps().V1().Deployments()
-	services := childrenFactory.Core().V1().Services()
-	configMaps := configMapFactory.Core().V1().ConfigMaps()
-	synced := []cache.InformerSynced{
-		webapps.Informer().HasSynced, deployments.Informer().HasSynced,
-		services.Informer().HasSynced, configMaps.Informer().HasSynced,
+	informerSet := webapp.Informers{
+		WebApps:     webappInformers,
+		Deployments: caches.Deployments(),
+		Services:    caches.Services(),
+		ConfigMaps:  caches.ConfigMaps(),
 	}
 	health.AddReadinessCheck(server.Check{Name: "informer-sync", Check: func(*http.Request) error {
-		for _, hasSynced := range synced {
-			if !hasSynced() {
-				return errors.New("the informers have not synced")
-			}
+		if !caches.HasSynced() {
+			return errors.New("the informers have not synced")
 		}
 		return nil
 	}})
@@ -140,21 +136,16 @@ func start(ctx context.Context, o options) error {
 	// Step 9 — controllers (controller.New + builder.For/Owns/Watches).
 	controller.RegisterWorkqueueMetrics(registry)
 	webappController, err := webapp.NewController(&webapp.Reconciler{
-		WebApps:               webapps.Lister(),
-		Deployments:           deployments.Lister(),
-		Services:              services.Lister(),
-		ConfigMaps:            configMaps.Lister(),
+		WebApps:               caches.WebAppLister(),
+		Deployments:           caches.DeploymentLister(),
+		Services:              caches.ServiceLister(),
+		ConfigMaps:            caches.ConfigMapLister(),
 		Client:                handrollClient,
 		Kube:                  kubeClient,
 		Recorder:              recorder,
 		DirectoryNamespace:    o.operatorNamespace,
 		ChildrenCacheFiltered: true,
-	}, webapp.Informers{
-		WebApps:     webapps.Informer(),
-		Deployments: deployments.Informer(),
-		Services:    services.Informer(),
-		ConfigMaps:  configMaps.Informer(),
-	}, controller.Options{
+	}, informerSet, controller.Options{
 		MaxConcurrentReconciles: o.maxConcurrentReconciles,
 		Registerer:              registry,
 		ShutdownTimeout:         o.shutdownTimeout,
@@ -168,22 +159,21 @@ func start(ctx context.Context, o options) error {
 	cacheCtx, stopCache := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopCache()
 	broadcaster.StartRecordingToSink(cacheCtx.Done())
-	for _, f := range []interface{ Start(<-chan struct{}) }{handrollFactory, childrenFactory, configMapFactory} {
-		f.Start(cacheCtx.Done())
-	}
+	caches.Start(cacheCtx.Done())
 	syncCtx, cancelSync := context.WithTimeout(ctx, o.cacheSyncTimeout)
-	ok := cache.WaitForCacheSync(syncCtx.Done(), synced...)
+	err = caches.WaitForSync(syncCtx)
 	cancelSync()
-	if !ok && ctx.Err() == nil {
-		return fmt.Errorf("the informers did not sync within --cache-sync-timeout=%s", o.cacheSyncTimeout)
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("caches not synced within --cache-sync-timeout=%s: %w", o.cacheSyncTimeout, err)
 	}
-	klog.InfoS("Caches synced", "webapps", len(webapps.Informer().GetStore().ListKeys()))
+	webappCount, _ := caches.WebAppLister().List(labels.Everything())
+	klog.InfoS("Caches synced", "namespaces", o.namespaces, "webapps", len(webappCount))
 
 	// The controller runs until ctx ends or another component fails.
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	controllerErr := make(chan error, 1)
-	go func() { controllerErr <- webappController.Start(runCtx, synced...) }()
+	go func() { controllerErr <- webappController.Start(runCtx, caches.HasSynced) }()
 
 	// Step 11 — run until a signal or a failing component, then stop in
 	// reverse: controller (in-flight reconciles finish), events flushed,
@@ -206,9 +196,7 @@ func start(ctx context.Context, o options) error {
 		}
 		broadcaster.Shutdown()
 		stopCache()
-		handrollFactory.Shutdown()
-		childrenFactory.Shutdown()
-		configMapFactory.Shutdown()
+		caches.Shutdown()
 		stopServers()
 		serving.Wait()
 		done <- err

@@ -512,4 +512,15 @@ func TestRefusedChildIsReported(t *testing.T) {
 		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == webapp.ReasonApplyFailed &&
 			strings.Contains(c.Message, "already allocated"), nil
 	})
+
+	// The refused WebApp would be retried for ever; later tests count
+	// errors and writes, so it goes (through its finalizer) while the
+	// operator still runs.
+	if err := handrollClient(t).HandrollV1().WebApps(ns).Delete(context.Background(), "second", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the refused WebApp is released", func(ctx context.Context) (bool, error) {
+		_, err := handrollClient(t).HandrollV1().WebApps(ns).Get(ctx, "second", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
 }

@@ -31,12 +31,14 @@ func AddIndexers(webapps cache.SharedIndexInformer) error {
 	}})
 }
 
-// Informers are the caches the WebApp controller watches.
+// Informers are the caches the WebApp controller watches: one informer per
+// cached namespace for each kind (one in all when every namespace is
+// cached).
 type Informers struct {
-	WebApps     cache.SharedIndexInformer // with AddIndexers applied
-	Deployments cache.SharedIndexInformer
-	Services    cache.SharedIndexInformer
-	ConfigMaps  cache.SharedIndexInformer
+	WebApps     []cache.SharedIndexInformer // with AddIndexers applied
+	Deployments []cache.SharedIndexInformer
+	Services    []cache.SharedIndexInformer
+	ConfigMaps  []cache.SharedIndexInformer
 }
 
 // NewController connects r to the informers — the builder.For(&WebApp{}).
@@ -54,31 +56,39 @@ func NewController(r *Reconciler, inf Informers, opts controller.Options) (*cont
 
 	// For: the WebApp itself, when its spec changes or its deletion starts.
 	// Status-only updates, our own included, are dropped.
-	if err := c.Watch(inf.WebApps, controller.EnqueueObject(),
-		controller.Or(controller.GenerationChanged(), deletionStarted())); err != nil {
-		return nil, err
+	for _, webapps := range inf.WebApps {
+		if err := c.Watch(webapps, controller.EnqueueObject(),
+			controller.Or(controller.GenerationChanged(), deletionStarted())); err != nil {
+			return nil, err
+		}
 	}
 	// Owns: any change to a child (status included) reconciles its owner.
-	for _, children := range []cache.SharedIndexInformer{inf.Deployments, inf.Services, inf.ConfigMaps} {
-		if err := c.Watch(children, controller.EnqueueOwner(webAppKind, true)); err != nil {
-			return nil, err
+	for _, children := range [][]cache.SharedIndexInformer{inf.Deployments, inf.Services, inf.ConfigMaps} {
+		for _, informer := range children {
+			if err := c.Watch(informer, controller.EnqueueOwner(webAppKind, true)); err != nil {
+				return nil, err
+			}
 		}
 	}
 	// Watches: a user's ConfigMap named by spec.configMapRef, through the index.
 	byRef := func(_ context.Context, obj metav1.Object) []controller.Request {
-		objs, err := inf.WebApps.GetIndexer().ByIndex(IndexConfigMapRef, obj.GetNamespace()+"/"+obj.GetName())
-		if err != nil {
-			return nil
-		}
-		reqs := make([]controller.Request, 0, len(objs))
-		for _, o := range objs {
-			w := o.(*handrollv1.WebApp)
-			reqs = append(reqs, controller.Request{Namespace: w.Namespace, Name: w.Name})
+		var reqs []controller.Request
+		for _, webapps := range inf.WebApps {
+			objs, err := webapps.GetIndexer().ByIndex(IndexConfigMapRef, obj.GetNamespace()+"/"+obj.GetName())
+			if err != nil {
+				continue
+			}
+			for _, o := range objs {
+				w := o.(*handrollv1.WebApp)
+				reqs = append(reqs, controller.Request{Namespace: w.Namespace, Name: w.Name})
+			}
 		}
 		return reqs
 	}
-	if err := c.Watch(inf.ConfigMaps, controller.EnqueueMapped(byRef), controller.ResourceVersionChanged()); err != nil {
-		return nil, fmt.Errorf("watching referenced ConfigMaps: %w", err)
+	for _, configMaps := range inf.ConfigMaps {
+		if err := c.Watch(configMaps, controller.EnqueueMapped(byRef), controller.ResourceVersionChanged()); err != nil {
+			return nil, fmt.Errorf("watching referenced ConfigMaps: %w", err)
+		}
 	}
 	return c, nil
 }

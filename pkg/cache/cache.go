@@ -1,0 +1,267 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	clientset "github.com/handroll/handroll/pkg/generated/clientset/versioned"
+	informers "github.com/handroll/handroll/pkg/generated/informers/externalversions"
+	handrolllisters "github.com/handroll/handroll/pkg/generated/listers/handroll/v1"
+)
+
+// Options shape the caches.
+type Options struct {
+	// Namespaces to cache; empty means all. With several, each gets its own
+	// informers (a watch cannot span a chosen set of namespaces).
+	Namespaces []string
+	// ChildSelector is the label selector for Deployments and Services;
+	// empty caches them all.
+	ChildSelector string
+	// SyncPeriod is the informers' resync period; 0 disables resyncs.
+	SyncPeriod time.Duration
+	// OperatorNamespace holds the operator's own ConfigMaps (the
+	// directory). When Namespaces leaves it out, its ConfigMaps labelled
+	// with ChildSelector are cached as well.
+	OperatorNamespace string
+}
+
+// Caches are the informers of one operator: WebApps, and the Deployments,
+// Services and ConfigMaps it owns or reads. Listers answer from whichever
+// namespace's informer holds the object.
+type Caches struct {
+	namespaces []string // metav1.NamespaceAll alone when watching everything
+	extraNS    string   // the operator's namespace, when outside namespaces
+	handroll   map[string]informers.SharedInformerFactory
+	children   map[string]kubeinformers.SharedInformerFactory
+	configMaps map[string]kubeinformers.SharedInformerFactory
+
+	mu       sync.Mutex
+	lastErrs map[string]error // informer name → last list/watch error
+	named    []namedInformer
+}
+
+type namedInformer struct {
+	name     string
+	informer cache.SharedIndexInformer
+}
+
+// New creates the informer factories; the informers themselves exist once
+// requested (see the accessors) and run from Start.
+func New(kube kubernetes.Interface, handroll clientset.Interface, o Options) *Caches {
+	c := &Caches{
+		namespaces: slices.Clone(o.Namespaces),
+		handroll:   map[string]informers.SharedInformerFactory{},
+		children:   map[string]kubeinformers.SharedInformerFactory{},
+		configMaps: map[string]kubeinformers.SharedInformerFactory{},
+		lastErrs:   map[string]error{},
+	}
+	if len(c.namespaces) == 0 {
+		c.namespaces = []string{metav1.NamespaceAll}
+	}
+	for _, ns := range c.namespaces {
+		c.handroll[ns] = informers.NewSharedInformerFactoryWithOptions(handroll, o.SyncPeriod,
+			informers.WithNamespace(ns), informers.WithTransform(StripForCache))
+		c.children[ns] = kubeinformers.NewSharedInformerFactoryWithOptions(kube, o.SyncPeriod,
+			kubeinformers.WithNamespace(ns), kubeinformers.WithTransform(StripForCache),
+			kubeinformers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = o.ChildSelector }))
+		c.configMaps[ns] = kubeinformers.NewSharedInformerFactoryWithOptions(kube, o.SyncPeriod,
+			kubeinformers.WithNamespace(ns), kubeinformers.WithTransform(StripForCache))
+	}
+	if ns := o.OperatorNamespace; ns != "" {
+		if _, ok := c.factoryNamespace(ns); !ok {
+			c.extraNS = ns
+			c.configMaps[ns] = kubeinformers.NewSharedInformerFactoryWithOptions(kube, o.SyncPeriod,
+				kubeinformers.WithNamespace(ns), kubeinformers.WithTransform(StripForCache),
+				kubeinformers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = o.ChildSelector }))
+		}
+	}
+	return c
+}
+
+// configMapNamespaces are the keys of the ConfigMap factories.
+func (c *Caches) configMapNamespaces() []string {
+	if c.extraNS == "" {
+		return c.namespaces
+	}
+	return append(slices.Clone(c.namespaces), c.extraNS)
+}
+
+// StripForCache drops what handroll never reads from an object before it
+// is stored: managedFields and kubectl's last-applied annotation are often
+// larger than the rest of the object.
+func StripForCache(obj any) (any, error) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		return tomb, nil
+	}
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		return obj, nil
+	}
+	m.SetManagedFields(nil)
+	if a := m.GetAnnotations(); a != nil {
+		if _, has := a["kubectl.kubernetes.io/last-applied-configuration"]; has {
+			delete(a, "kubectl.kubernetes.io/last-applied-configuration")
+			m.SetAnnotations(a)
+		}
+	}
+	return obj, nil
+}
+
+// Namespaces returns the namespaces cached; [""] means all.
+func (c *Caches) Namespaces() []string { return slices.Clone(c.namespaces) }
+
+// WebApps returns the WebApp informers, one per namespace.
+func (c *Caches) WebApps() []cache.SharedIndexInformer {
+	return each(c, "handroll.dev/v1 WebApps", func(ns string) cache.SharedIndexInformer {
+		return c.handroll[ns].Handroll().V1().WebApps().Informer()
+	})
+}
+
+// Deployments returns the Deployment informers, one per namespace.
+func (c *Caches) Deployments() []cache.SharedIndexInformer {
+	return each(c, "apps/v1 Deployments", func(ns string) cache.SharedIndexInformer {
+		return c.children[ns].Apps().V1().Deployments().Informer()
+	})
+}
+
+// Services returns the Service informers, one per namespace.
+func (c *Caches) Services() []cache.SharedIndexInformer {
+	return each(c, "v1 Services", func(ns string) cache.SharedIndexInformer {
+		return c.children[ns].Core().V1().Services().Informer()
+	})
+}
+
+// ConfigMaps returns the ConfigMap informers, one per namespace.
+func (c *Caches) ConfigMaps() []cache.SharedIndexInformer {
+	return eachIn(c, c.configMapNamespaces(), "v1 ConfigMaps", func(ns string) cache.SharedIndexInformer {
+		return c.configMaps[ns].Core().V1().ConfigMaps().Informer()
+	})
+}
+
+// each returns get(ns) for every namespace and, the first time, records the
+// informers under a readable name and hooks their list/watch errors.
+func each(c *Caches, what string, get func(ns string) cache.SharedIndexInformer) []cache.SharedIndexInformer {
+	return eachIn(c, c.namespaces, what, get)
+}
+
+func eachIn(c *Caches, namespaces []string, what string, get func(ns string) cache.SharedIndexInformer) []cache.SharedIndexInformer {
+	var out []cache.SharedIndexInformer
+	for _, ns := range namespaces {
+		inf := get(ns)
+		out = append(out, inf)
+		name := what + " in all namespaces"
+		if ns != metav1.NamespaceAll {
+			name = what + " in namespace " + ns
+		}
+		c.mu.Lock()
+		known := slices.ContainsFunc(c.named, func(n namedInformer) bool { return n.informer == inf })
+		if !known {
+			c.named = append(c.named, namedInformer{name: name, informer: inf})
+		}
+		c.mu.Unlock()
+		if !known {
+			// Keep client-go's logging and backoff, and remember the error
+			// so that a sync timeout can say why.
+			_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+				c.mu.Lock()
+				c.lastErrs[name] = err
+				c.mu.Unlock()
+				cache.DefaultWatchErrorHandler(ctx, r, err)
+			})
+		}
+	}
+	return out
+}
+
+// Start starts every informer requested so far.
+func (c *Caches) Start(stop <-chan struct{}) {
+	for _, ns := range c.namespaces {
+		c.handroll[ns].Start(stop)
+		c.children[ns].Start(stop)
+	}
+	for _, ns := range c.configMapNamespaces() {
+		c.configMaps[ns].Start(stop)
+	}
+}
+
+// Shutdown stops the informers and waits for their goroutines.
+func (c *Caches) Shutdown() {
+	for _, ns := range c.namespaces {
+		c.handroll[ns].Shutdown()
+		c.children[ns].Shutdown()
+	}
+	for _, ns := range c.configMapNamespaces() {
+		c.configMaps[ns].Shutdown()
+	}
+}
+
+// HasSynced reports whether every informer requested so far has synced.
+func (c *Caches) HasSynced() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range c.named {
+		if !n.informer.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// WaitForSync waits until every informer has synced, or ctx ends. The error
+// names each informer that had not synced and the last error its list or
+// watch met (for example RBAC forbidding the list).
+func (c *Caches) WaitForSync(ctx context.Context) error {
+	if cache.WaitForCacheSync(ctx.Done(), c.HasSynced) {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var errs []error
+	for _, n := range c.named {
+		if n.informer.HasSynced() {
+			continue
+		}
+		why := "no error seen yet (the list is slow, or the API server unreachable)"
+		if err := c.lastErrs[n.name]; err != nil {
+			why = err.Error()
+		}
+		errs = append(errs, fmt.Errorf("%s did not sync: %s", n.name, why))
+	}
+	return errors.Join(errs...)
+}
+
+// Listers that answer from the informer of the object's namespace.
+
+// WebAppLister returns a lister over every namespace's WebApp informer.
+func (c *Caches) WebAppLister() handrolllisters.WebAppLister {
+	return webAppLister{c}
+}
+
+// DeploymentLister returns a lister over every namespace's Deployments.
+func (c *Caches) DeploymentLister() appslisters.DeploymentLister { return deploymentLister{c} }
+
+// ServiceLister returns a lister over every namespace's Services.
+func (c *Caches) ServiceLister() corelisters.ServiceLister { return serviceLister{c} }
+
+// ConfigMapLister returns a lister over every namespace's ConfigMaps.
+func (c *Caches) ConfigMapLister() corelisters.ConfigMapLister { return configMapLister{c} }
+
+// factoryNamespace is the key of the factory that caches namespace ns, or
+// false when ns is not cached at all.
+func (c *Caches) factoryNamespace(ns string) (string, bool) {
+	if len(c.namespaces) == 1 && c.namespaces[0] == metav1.NamespaceAll {
+		return metav1.NamespaceAll, true
+	}
+	return ns, slices.Contains(c.namespaces, ns)
+}

@@ -1,0 +1,121 @@
+package cache
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+
+	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
+	handrollfake "github.com/handroll/handroll/pkg/generated/clientset/versioned/fake"
+)
+
+// These tests cover the routing and filtering logic over fake clientsets;
+// behaviour that needs a real API server (RBAC errors naming the informer)
+// is tested in test/webapp.
+
+func meta(ns, name string, lbls map[string]string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Namespace: ns, Name: name, Labels: lbls,
+		Annotations:   map[string]string{"kubectl.kubernetes.io/last-applied-configuration": "{...}", "keep": "me"},
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "someone"}},
+	}
+}
+
+func startCaches(t *testing.T, o Options) *Caches {
+	t.Helper()
+	ours := map[string]string{"app.kubernetes.io/managed-by": "handroll"}
+	kube := kubefake.NewClientset(
+		&appsv1.Deployment{ObjectMeta: meta("a", "web", ours)},
+		&appsv1.Deployment{ObjectMeta: meta("a", "foreign", nil)},
+		&appsv1.Deployment{ObjectMeta: meta("b", "web", ours)},
+		&corev1.ConfigMap{ObjectMeta: meta("a", "user-settings", nil)},
+		&corev1.ConfigMap{ObjectMeta: meta("ops", "webapp-directory", ours)},
+		&corev1.ConfigMap{ObjectMeta: meta("ops", "unrelated", nil)},
+	)
+	hr := handrollfake.NewClientset(
+		&handrollv1.WebApp{ObjectMeta: meta("a", "web", nil)},
+		&handrollv1.WebApp{ObjectMeta: meta("b", "web", nil)},
+	)
+	c := New(kube, hr, o)
+	c.WebApps()
+	c.Deployments()
+	c.Services()
+	c.ConfigMaps()
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop); c.Shutdown() })
+	c.Start(stop)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestAllNamespaces(t *testing.T) {
+	c := startCaches(t, Options{ChildSelector: "app.kubernetes.io/managed-by=handroll"})
+	apps, err := c.WebAppLister().List(labels.Everything())
+	if err != nil || len(apps) != 2 {
+		t.Fatalf("WebApps %d, err %v; want 2", len(apps), err)
+	}
+	if _, err := c.DeploymentLister().Deployments("b").Get("web"); err != nil {
+		t.Errorf("Deployment b/web: %v", err)
+	}
+	// The label selector keeps what is not ours out of the cache.
+	if _, err := c.DeploymentLister().Deployments("a").Get("foreign"); !apierrors.IsNotFound(err) {
+		t.Errorf("an unlabelled Deployment is cached: err %v", err)
+	}
+	// ConfigMaps are cached whole: a user's referenced one is there.
+	if _, err := c.ConfigMapLister().ConfigMaps("a").Get("user-settings"); err != nil {
+		t.Errorf("user ConfigMap: %v", err)
+	}
+}
+
+func TestChosenNamespaces(t *testing.T) {
+	c := startCaches(t, Options{
+		Namespaces:        []string{"a"},
+		ChildSelector:     "app.kubernetes.io/managed-by=handroll",
+		OperatorNamespace: "ops",
+	})
+	apps, _ := c.WebAppLister().List(labels.Everything())
+	if len(apps) != 1 || apps[0].Namespace != "a" {
+		t.Fatalf("WebApps %v; want only a/web", apps)
+	}
+	if _, err := c.WebAppLister().WebApps("b").Get("web"); !apierrors.IsNotFound(err) {
+		t.Errorf("b/web is visible outside --namespaces: err %v", err)
+	}
+	if got := len(c.WebApps()); got != 1 {
+		t.Errorf("%d WebApp informers for one namespace", got)
+	}
+	// The operator's namespace is cached for its own labelled ConfigMaps only.
+	if _, err := c.ConfigMapLister().ConfigMaps("ops").Get("webapp-directory"); err != nil {
+		t.Errorf("the directory in the operator's namespace: %v", err)
+	}
+	if _, err := c.ConfigMapLister().ConfigMaps("ops").Get("unrelated"); !apierrors.IsNotFound(err) {
+		t.Errorf("an unlabelled ConfigMap of the operator's namespace is cached: err %v", err)
+	}
+}
+
+func TestTransformStripsManagedFields(t *testing.T) {
+	c := startCaches(t, Options{})
+	d, err := c.DeploymentLister().Deployments("a").Get("web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.ManagedFields) != 0 {
+		t.Errorf("managedFields kept in the cache: %v", d.ManagedFields)
+	}
+	if _, ok := d.Annotations["kubectl.kubernetes.io/last-applied-configuration"]; ok {
+		t.Error("the last-applied annotation kept in the cache")
+	}
+	if d.Annotations["keep"] != "me" {
+		t.Errorf("other annotations lost: %v", d.Annotations)
+	}
+}

@@ -1,0 +1,10 @@
+// Package cache builds the informers handroll reads from, over all
+// namespaces or a chosen few, and waits for them to sync.
+//
+// Manager piece replaced: cluster.New's cache and its cache.Options —
+// DefaultNamespaces (one informer factory per namespace), ByObject label
+// selectors (children cached only when labelled as ours), DefaultTransform
+// (managedFields and the last-applied annotation dropped before objects are
+// stored), SyncPeriod — and WaitForCacheSync, with an error that names the
+// informer that did not sync and the last error its list or watch met.
+package cache

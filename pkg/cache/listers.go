@@ -1,0 +1,116 @@
+package cache
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+
+	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
+	handrolllisters "github.com/handroll/handroll/pkg/generated/listers/handroll/v1"
+)
+
+// The listers below route each namespaced read to the factory that caches
+// that namespace. A namespace outside --namespaces holds nothing: its reads
+// answer NotFound and empty lists, as a cache restricted by
+// DefaultNamespaces does.
+
+type webAppLister struct{ c *Caches }
+
+func (l webAppLister) List(sel labels.Selector) ([]*handrollv1.WebApp, error) {
+	var out []*handrollv1.WebApp
+	for _, ns := range l.c.namespaces {
+		items, err := l.c.handroll[ns].Handroll().V1().WebApps().Lister().List(sel)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, items...)
+	}
+	return out, nil
+}
+
+func (l webAppLister) WebApps(namespace string) handrolllisters.WebAppNamespaceLister {
+	if key, ok := l.c.factoryNamespace(namespace); ok {
+		return l.c.handroll[key].Handroll().V1().WebApps().Lister().WebApps(namespace)
+	}
+	return emptyNamespace[*handrollv1.WebApp]{handrollv1.Resource(handrollv1.WebAppResource)}
+}
+
+type deploymentLister struct{ c *Caches }
+
+func (l deploymentLister) List(sel labels.Selector) ([]*appsv1.Deployment, error) {
+	var out []*appsv1.Deployment
+	for _, ns := range l.c.namespaces {
+		items, err := l.c.children[ns].Apps().V1().Deployments().Lister().List(sel)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, items...)
+	}
+	return out, nil
+}
+
+func (l deploymentLister) Deployments(namespace string) appslisters.DeploymentNamespaceLister {
+	if key, ok := l.c.factoryNamespace(namespace); ok {
+		return l.c.children[key].Apps().V1().Deployments().Lister().Deployments(namespace)
+	}
+	return emptyNamespace[*appsv1.Deployment]{appsv1.Resource("deployments")}
+}
+
+type serviceLister struct{ c *Caches }
+
+func (l serviceLister) List(sel labels.Selector) ([]*corev1.Service, error) {
+	var out []*corev1.Service
+	for _, ns := range l.c.namespaces {
+		items, err := l.c.children[ns].Core().V1().Services().Lister().List(sel)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, items...)
+	}
+	return out, nil
+}
+
+func (l serviceLister) Services(namespace string) corelisters.ServiceNamespaceLister {
+	if key, ok := l.c.factoryNamespace(namespace); ok {
+		return l.c.children[key].Core().V1().Services().Lister().Services(namespace)
+	}
+	return emptyNamespace[*corev1.Service]{corev1.Resource("services")}
+}
+
+type configMapLister struct{ c *Caches }
+
+func (l configMapLister) List(sel labels.Selector) ([]*corev1.ConfigMap, error) {
+	var out []*corev1.ConfigMap
+	for _, ns := range l.c.configMapNamespaces() {
+		items, err := l.c.configMaps[ns].Core().V1().ConfigMaps().Lister().List(sel)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, items...)
+	}
+	return out, nil
+}
+
+func (l configMapLister) ConfigMaps(namespace string) corelisters.ConfigMapNamespaceLister {
+	if namespace != "" && namespace == l.c.extraNS {
+		return l.c.configMaps[namespace].Core().V1().ConfigMaps().Lister().ConfigMaps(namespace)
+	}
+	if key, ok := l.c.factoryNamespace(namespace); ok {
+		return l.c.configMaps[key].Core().V1().ConfigMaps().Lister().ConfigMaps(namespace)
+	}
+	return emptyNamespace[*corev1.ConfigMap]{corev1.Resource("configmaps")}
+}
+
+// emptyNamespace is the lister of a namespace that is not cached.
+type emptyNamespace[T any] struct{ resource schema.GroupResource }
+
+func (e emptyNamespace[T]) List(labels.Selector) ([]T, error) { return nil, nil }
+
+func (e emptyNamespace[T]) Get(name string) (T, error) {
+	var zero T
+	return zero, apierrors.NewNotFound(e.resource, name)
+}
