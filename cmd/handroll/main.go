@@ -13,6 +13,8 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
+
+	"github.com/handroll/handroll/pkg/leader"
 )
 
 // version is set at link time by the Makefile (-ldflags -X main.version=...).
@@ -36,6 +38,7 @@ type options struct {
 
 	maxConcurrentReconciles int
 	operatorNamespace       string
+	leader                  leader.Options
 
 	showVersion bool
 }
@@ -70,8 +73,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "handroll runs the WebApp operator (group handroll.dev).\n\nUsage:\n  handroll [flags]\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	var o options
+	o := options{leader: leader.DefaultOptions()}
 	o.addFlags(fs)
+	o.leader.AddFlags(fs)
 	addKlogFlags(fs)
 	// kube binaries accept --log_dir and --log-dir alike.
 	fs.SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {

@@ -20,6 +20,7 @@ import (
 	"github.com/handroll/handroll/pkg/controller"
 	"github.com/handroll/handroll/pkg/controller/webapp"
 	clientset "github.com/handroll/handroll/pkg/generated/clientset/versioned"
+	"github.com/handroll/handroll/pkg/leader"
 	"github.com/handroll/handroll/pkg/server"
 )
 
@@ -64,8 +65,18 @@ func start(ctx context.Context, o options) error {
 	// /healthz answers while the caches fill.
 	registry := server.NewRegistry()
 	server.RegisterClientGoMetrics(registry)
+
+	// The elector is built here, before anything runs, so that inconsistent
+	// --leader-elect-* flags fail the start at once. It has its own
+	// rest.Config: renewals must not queue behind the controller's requests.
+	elector, err := leader.New(cfg, o.leader, registry)
+	if err != nil {
+		return err
+	}
+
 	health := &server.Health{}
 	health.AddLivenessCheck(server.Ping)
+	health.AddLivenessCheck(elector.HealthCheck())
 	health.AddReadinessCheck(server.Ping)
 	var servers []*server.Server
 	if o.metricsAddr != "0" {
@@ -169,37 +180,53 @@ func start(ctx context.Context, o options) error {
 	webappCount, _ := caches.WebAppLister().List(labels.Everything())
 	klog.InfoS("Caches synced", "namespaces", o.namespaces, "webapps", len(webappCount))
 
-	// The controller runs until ctx ends or another component fails.
+	// Step 11 — leader election (LeaderElection*, mgr.Elected()). Every
+	// replica got here with synced caches (a warm standby); only the leader
+	// runs the controller, inside the callback, which returns once the
+	// controller has stopped and its in-flight reconciles have finished.
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
-	controllerErr := make(chan error, 1)
-	go func() { controllerErr <- webappController.Start(runCtx, caches.HasSynced) }()
+	var controllerErr error
+	electionDone := make(chan error, 1)
+	go func() {
+		electionDone <- elector.Run(runCtx, func(leaderCtx context.Context) {
+			klog.InfoS("Leading; starting the controller", "identity", elector.Identity())
+			controllerErr = webappController.Start(leaderCtx, caches.HasSynced)
+		})
+	}()
 
-	// Step 11 — run until a signal or a failing component, then stop in
-	// reverse: controller (in-flight reconciles finish), events flushed,
-	// informers, servers.
+	// Step 12 — run until a signal or a failing component, then stop in
+	// reverse: the controller (in-flight reconciles finish, the lease is
+	// released), events flushed, informers, servers.
 	var runErr error
-	controllerDone := false
+	electionReturned := false
 	select {
 	case <-ctx.Done():
 	case runErr = <-serveErrs:
-	case runErr = <-controllerErr:
-		controllerDone = true
+	case runErr = <-electionDone:
+		electionReturned = true
+	}
+	if errors.Is(runErr, leader.ErrLeaseLost) {
+		// Another replica may lead already: stop now, without draining.
+		return runErr
+	}
+	if errors.Is(runErr, leader.ErrCallbackReturned) {
+		runErr = fmt.Errorf("the controller stopped: %w", controllerErr)
 	}
 	klog.InfoS("Stopping", "timeout", o.shutdownTimeout)
 	stopRun()
 	done := make(chan error, 1)
 	go func() {
 		var err error
-		if !controllerDone {
-			err = <-controllerErr
+		if !electionReturned {
+			err = <-electionDone
 		}
 		broadcaster.Shutdown()
 		stopCache()
 		caches.Shutdown()
 		stopServers()
 		serving.Wait()
-		done <- err
+		done <- errors.Join(err, controllerErr)
 	}()
 	select {
 	case err := <-done:

@@ -44,7 +44,8 @@ func operatorNamespace(t *testing.T) string {
 // says so, the directory lists it, and deleting it removes everything.
 func TestWebAppBecomesReady(t *testing.T) {
 	ns := env.Namespace(t)
-	op := operator.Start(t, env.Kubeconfig, "--operator-namespace="+operatorNamespace(t))
+	op := operator.Start(t, env.Kubeconfig,
+		"--operator-namespace="+operatorNamespace(t), "--leader-elect-resource-namespace="+operatorNamespace(t))
 	hc, err := handrollclient.NewForConfig(env.Config)
 	if err != nil {
 		t.Fatal(err)

@@ -40,7 +40,10 @@ func kubeClient(t *testing.T) kubernetes.Interface {
 func startOperator(t *testing.T, args ...string) (*operator.Operator, string) {
 	t.Helper()
 	opNS := env.Namespace(t)
-	return operator.Start(t, env.Kubeconfig, append([]string{"--operator-namespace=" + opNS}, args...)...), opNS
+	return operator.Start(t, env.Kubeconfig, append([]string{
+		"--operator-namespace=" + opNS,
+		"--leader-elect-resource-namespace=" + opNS,
+	}, args...)...), opNS
 }
 
 // eventually polls cond every 100ms for up to 30s and fails t with what
