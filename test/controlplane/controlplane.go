@@ -195,9 +195,13 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 			"--use-service-account-credentials=false",
 			"--secure-port=0",
 			"--leader-elect=false",
-			// GC and rollouts react within a second rather than after
-			// the production defaults.
 			"--concurrent-gc-syncs=5",
+			// kwok renews the fake nodes' leases from this same small
+			// machine; under load a renewal can be late. The default
+			// grace would then mark every node NotReady and its pods
+			// unready, which is a fault of the test bed, not of the code
+			// under test.
+			"--node-monitor-grace-period=5m",
 		}, opts.Detach, nil); err != nil {
 			return nil, err
 		}
