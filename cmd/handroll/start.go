@@ -89,6 +89,9 @@ func start(ctx context.Context, o options) error {
 		health.Register(mux)
 		servers = append(servers, &server.Server{Name: "health", Addr: o.healthAddr, Handler: mux})
 	}
+	if o.pprofAddr != "" && o.pprofAddr != "0" {
+		servers = append(servers, &server.Server{Name: "pprof", Addr: o.pprofAddr, Handler: server.PprofHandler()})
+	}
 	for _, srv := range servers {
 		if err := srv.Listen(); err != nil {
 			return err

@@ -74,3 +74,23 @@ func TestHealthEndpoints(t *testing.T) {
 		t.Errorf("POST /readyz = %d, want 405", resp.StatusCode)
 	}
 }
+
+func TestPprofHandler(t *testing.T) {
+	srv := httptest.NewServer(PprofHandler())
+	defer srv.Close()
+	for path, want := range map[string]string{
+		"/debug/pprof/":          "goroutine",
+		"/debug/pprof/goroutine": "goroutine profile",
+		"/debug/pprof/cmdline":   "",
+	} {
+		resp, err := http.Get(srv.URL + path + "?debug=1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
+			t.Errorf("GET %s = %d, body does not contain %q", path, resp.StatusCode, want)
+		}
+	}
+}
