@@ -1,0 +1,124 @@
+package webapp
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
+	"github.com/handroll/handroll/test/operator"
+)
+
+// gauge reads one series of a gauge family, 0 when absent.
+func gauge(op *operator.Operator, t *testing.T, name string) float64 {
+	t.Helper()
+	if f, ok := op.Metrics(t)[name]; ok {
+		for _, m := range f.GetMetric() {
+			return m.GetGauge().GetValue()
+		}
+	}
+	return 0
+}
+
+// leaderOf waits until exactly one of ops reports leading and returns it.
+func leaderOf(t *testing.T, ops []*operator.Operator) *operator.Operator {
+	t.Helper()
+	var leader *operator.Operator
+	eventually(t, "exactly one replica leads", func(ctx context.Context) (bool, error) {
+		leader = nil
+		for _, op := range ops {
+			if gauge(op, t, "leader_election_master_status") == 1 {
+				if leader != nil {
+					return false, fmt.Errorf("two replicas report leading")
+				}
+				leader = op
+			}
+		}
+		return leader != nil, nil
+	})
+	return leader
+}
+
+// TestOneOfThreeReplicasReconciles runs three operators on one Lease: one
+// leads and reconciles, the others keep warm caches and do not; stopping the
+// leader (SIGTERM) hands over within about a retry period, killing it
+// (SIGKILL) within a lease duration; each new leader reconciles at once.
+func TestOneOfThreeReplicasReconciles(t *testing.T) {
+	opNS := env.Namespace(t)
+	ns := env.Namespace(t)
+	args := []string{
+		"--operator-namespace=" + opNS,
+		"--leader-elect-resource-namespace=" + opNS,
+		"--leader-elect-lease-duration=4s",
+		"--leader-elect-renew-deadline=3s",
+		"--leader-elect-retry-period=500ms",
+	}
+	var ops []*operator.Operator
+	for range 3 {
+		ops = append(ops, operator.Start(t, env.Kubeconfig, args...))
+	}
+	first := leaderOf(t, ops)
+
+	createWebApp(t, &handrollv1.WebApp{
+		ObjectMeta: metav1.ObjectMeta{Name: "one", Namespace: ns},
+		Spec:       handrollv1.WebAppSpec{Image: "nginx:1.27"},
+	})
+	converged(t, ns, "one")
+	for _, op := range ops {
+		reconciles := counter(op, t, "controller_runtime_reconcile_total")
+		if op == first && reconciles == 0 {
+			t.Error("the leader reconciled nothing")
+		}
+		if op != first && reconciles != 0 {
+			t.Errorf("a standby reconciled %v times", reconciles)
+		}
+	}
+	lease, err := kubeClient(t).CoordinationV1().Leases(opNS).Get(context.Background(), "handroll-leader", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the Lease names %s", *lease.Spec.HolderIdentity)
+
+	// Graceful stop: the leader releases the Lease once its work drained.
+	stopped := time.Now()
+	if err := first.Stop(t, syscall.SIGTERM, 30*time.Second); err != nil {
+		t.Errorf("the leader's graceful stop: %v", err)
+	}
+	exited := time.Since(stopped)
+	rest := []*operator.Operator{}
+	for _, op := range ops {
+		if op != first {
+			rest = append(rest, op)
+		}
+	}
+	second := leaderOf(t, rest)
+	t.Logf("SIGTERM: leader exited after %s; a standby led %s after the signal", exited.Round(time.Millisecond), time.Since(stopped).Round(time.Millisecond))
+
+	createWebApp(t, &handrollv1.WebApp{
+		ObjectMeta: metav1.ObjectMeta{Name: "two", Namespace: ns},
+		Spec:       handrollv1.WebAppSpec{Image: "nginx:1.27"},
+	})
+	converged(t, ns, "two")
+
+	// A crash: the Lease is not released and must expire.
+	killed := time.Now()
+	_ = second.Stop(t, syscall.SIGKILL, 10*time.Second)
+	var third *operator.Operator
+	for _, op := range rest {
+		if op != second {
+			third = op
+		}
+	}
+	leaderOf(t, []*operator.Operator{third})
+	t.Logf("SIGKILL: the last standby led %s after the kill (lease duration 4s)", time.Since(killed).Round(time.Millisecond))
+
+	createWebApp(t, &handrollv1.WebApp{
+		ObjectMeta: metav1.ObjectMeta{Name: "three", Namespace: ns},
+		Spec:       handrollv1.WebAppSpec{Image: "nginx:1.27"},
+	})
+	converged(t, ns, "three")
+}
