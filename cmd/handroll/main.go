@@ -32,6 +32,7 @@ type options struct {
 	metricsAddr      string
 	healthAddr       string
 	pprofAddr        string
+	metricsSecure    bool
 	cacheSyncTimeout time.Duration
 	shutdownTimeout  time.Duration
 	syncPeriod       time.Duration
@@ -52,6 +53,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.kubeAPITimeout, "kube-api-timeout", 0, "Timeout of each API request; 0 means none (client-go's default).")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus /metrics endpoint; 0 disables it.")
 	fs.StringVar(&o.healthAddr, "health-probe-bind-address", ":8081", "Address of /healthz, /livez and /readyz; 0 disables them.")
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", false, "Serve /metrics over HTTPS (a self-signed certificate) and allow only callers whose bearer token passes a TokenReview and whom RBAC allows to get the /metrics URL.")
 	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "", "Address of the pprof endpoints (/debug/pprof/); empty or 0 disables them.")
 	fs.DurationVar(&o.cacheSyncTimeout, "cache-sync-timeout", 2*time.Minute, "How long the informers may take to list everything before start-up fails.")
 	fs.DurationVar(&o.shutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long a graceful stop may take before the process exits anyway.")

@@ -81,8 +81,19 @@ func start(ctx context.Context, o options) error {
 	var servers []*server.Server
 	if o.metricsAddr != "0" {
 		mux := http.NewServeMux()
-		mux.Handle("/metrics", server.MetricsHandler(registry))
-		servers = append(servers, &server.Server{Name: "metrics", Addr: o.metricsAddr, Handler: mux})
+		metrics := &server.Server{Name: "metrics", Addr: o.metricsAddr, Handler: mux}
+		if o.metricsSecure {
+			// HTTPS, and each scrape authenticated (TokenReview) and
+			// authorized (SubjectAccessReview for get /metrics), as
+			// controller-runtime's WithAuthenticationAndAuthorization.
+			if metrics.TLS, err = server.SelfSignedTLS(); err != nil {
+				return err
+			}
+			mux.Handle("/metrics", server.WithAuthenticationAndAuthorization(kubeClient, 10*time.Second, server.MetricsHandler(registry)))
+		} else {
+			mux.Handle("/metrics", server.MetricsHandler(registry))
+		}
+		servers = append(servers, metrics)
 	}
 	if o.healthAddr != "0" {
 		mux := http.NewServeMux()

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -26,6 +27,8 @@ type Server struct {
 	Name    string
 	Addr    string
 	Handler http.Handler
+	// TLS, when set, makes the server speak HTTPS only.
+	TLS *tls.Config
 
 	listener net.Listener
 	srv      *http.Server
@@ -37,6 +40,9 @@ func (s *Server) Listen() error {
 	l, err := net.Listen("tcp", s.Addr)
 	if err != nil {
 		return fmt.Errorf("%s server: listening on %s: %w", s.Name, s.Addr, err)
+	}
+	if s.TLS != nil {
+		l = tls.NewListener(l, s.TLS)
 	}
 	s.listener = l
 	s.srv = &http.Server{
