@@ -124,7 +124,8 @@ func start(ctx context.Context, o options) error {
 
 	// Step 7 — events (mgr.GetEventRecorderFor): an events.k8s.io/v1
 	// broadcaster; one recorder for the one controller.
-	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: kubeClient.EventsV1()})
+	eventSink := &flushingSink{EventSink: &events.EventSinkImpl{Interface: kubeClient.EventsV1()}}
+	broadcaster := events.NewBroadcaster(eventSink)
 	recorder := broadcaster.NewRecorder(s, "handroll")
 
 	// Step 8 — cache (cluster.New, cache.Options): informers for WebApps
@@ -236,6 +237,9 @@ func start(ctx context.Context, o options) error {
 			err = <-electionDone
 		}
 		broadcaster.Shutdown()
+		if !eventSink.Flush(200*time.Millisecond, 5*time.Second) {
+			klog.InfoS("Some events may not have been written before the stop")
+		}
 		stopCache()
 		caches.Shutdown()
 		stopServers()
