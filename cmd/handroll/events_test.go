@@ -17,7 +17,9 @@ func (s *slowSink) Create(_ context.Context, e *eventsv1.Event) (*eventsv1.Event
 	s.done.Add(1)
 	return e, nil
 }
-func (s *slowSink) Update(_ context.Context, e *eventsv1.Event) (*eventsv1.Event, error) { return e, nil }
+func (s *slowSink) Update(_ context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
+	return e, nil
+}
 func (s *slowSink) Patch(_ context.Context, e *eventsv1.Event, _ []byte) (*eventsv1.Event, error) {
 	return e, nil
 }

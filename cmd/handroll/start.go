@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
@@ -21,6 +20,7 @@ import (
 	"github.com/handroll/handroll/pkg/controller/webapp"
 	clientset "github.com/handroll/handroll/pkg/generated/clientset/versioned"
 	"github.com/handroll/handroll/pkg/leader"
+	"github.com/handroll/handroll/pkg/restmapper"
 	"github.com/handroll/handroll/pkg/server"
 )
 
@@ -42,7 +42,8 @@ func start(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	if _, err := scheme.KindFor(s, &handrollv1.WebApp{}); err != nil {
+	webAppKind, err := scheme.KindFor(s, &handrollv1.WebApp{})
+	if err != nil {
 		return err
 	}
 
@@ -56,9 +57,18 @@ func start(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	if err := checkAPIServed(kubeClient, handrollv1.SchemeGroupVersion.WithResource(handrollv1.WebAppResource)); err != nil {
+	// RESTMapper (mgr.GetRESTMapper, apiutil.NewDynamicRESTMapper): lazy
+	// discovery. Asking it for the WebApp's resource now turns a missing
+	// CRD into a clear error instead of informers retrying a 404 for ever.
+	mapper, err := restmapper.New(kubeClient.Discovery(), restmapper.Options{})
+	if err != nil {
 		return err
 	}
+	mapping, err := mapper.RESTMapping(webAppKind.GroupKind(), webAppKind.Version)
+	if err != nil {
+		return fmt.Errorf("the API server does not serve %s (is the CRD installed? kubectl apply -k manifests/crd): %w", webAppKind, err)
+	}
+	klog.V(2).InfoS("WebApp is served", "resource", mapping.Resource, "scope", mapping.Scope.Name())
 
 	// Step 6 — HTTP servers (Options.Metrics, HealthProbeBindAddress). They
 	// bind first, so a port conflict fails before anything else starts, and
@@ -257,19 +267,4 @@ func start(ctx context.Context, o options) error {
 		runErr = errors.Join(runErr, err)
 	}
 	return runErr
-}
-
-// checkAPIServed fails with a clear message when the WebApp CRD is not
-// installed, rather than letting an informer retry a 404 forever.
-func checkAPIServed(client kubernetes.Interface, gvr schema.GroupVersionResource) error {
-	resources, err := client.Discovery().ServerResourcesForGroupVersion(gvr.GroupVersion().String())
-	if err != nil {
-		return fmt.Errorf("the API server does not serve %s (is the CRD installed? kubectl apply -k manifests/crd): %w", gvr.GroupVersion(), err)
-	}
-	for _, r := range resources.APIResources {
-		if r.Name == gvr.Resource {
-			return nil
-		}
-	}
-	return fmt.Errorf("the API server serves %s but not %s; install the current CRD from manifests/crd", gvr.GroupVersion(), gvr.Resource)
 }
