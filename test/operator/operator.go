@@ -72,8 +72,16 @@ type Operator struct {
 
 // Start runs handroll against kubeconfig with args added to the flags that
 // bind its servers to free loopback ports, and waits until /readyz passes.
-// The process is killed when t ends, and its log printed if t failed.
+// The process is stopped when t ends, and its log printed if t failed.
 func Start(t testing.TB, kubeconfig string, args ...string) *Operator {
+	t.Helper()
+	o := Launch(t, kubeconfig, args...)
+	o.WaitReady(t, time.Minute)
+	return o
+}
+
+// Launch is Start without waiting for readiness.
+func Launch(t testing.TB, kubeconfig string, args ...string) *Operator {
 	t.Helper()
 	o := &Operator{
 		log:         &syncBuffer{},
@@ -117,7 +125,26 @@ func Start(t testing.TB, kubeconfig string, args ...string) *Operator {
 		}
 	})
 
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+	return o
+}
+
+// Readyz GETs /readyz?verbose and returns the status code and body.
+func (o *Operator) Readyz(t testing.TB) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + o.HealthAddr + "/readyz?verbose")
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// WaitReady waits until /readyz passes, failing t if the process exits or
+// the timeout passes first.
+func (o *Operator) WaitReady(t testing.TB, timeout time.Duration) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 		select {
 		case <-o.exited:
 			return false, fmt.Errorf("handroll exited: %v", o.waitErr)
@@ -133,7 +160,6 @@ func Start(t testing.TB, kubeconfig string, args ...string) *Operator {
 	if err != nil {
 		t.Fatalf("handroll not ready: %v\n%s", err, o.Log())
 	}
-	return o
 }
 
 // Log returns what the process printed so far.
@@ -223,5 +249,3 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
-
-var _ io.Writer = (*syncBuffer)(nil)

@@ -1,0 +1,61 @@
+package webapp
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/handroll/handroll/test/operator"
+)
+
+// TestReadyzFollowsCacheSync runs handroll as a user RBAC does not yet
+// allow to list anything: /readyz fails on the informer-sync check; once a
+// ClusterRoleBinding grants the user access, the caches sync and /readyz
+// passes, without a restart.
+func TestReadyzFollowsCacheSync(t *testing.T) {
+	opNS := env.Namespace(t)
+	user := "late-operator-" + opNS
+
+	cfg, err := clientcmd.LoadFromFile(env.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, auth := range cfg.AuthInfos {
+		auth.Impersonate = user
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+
+	op := operator.Launch(t, kubeconfig,
+		"--operator-namespace="+opNS, "--leader-elect-resource-namespace="+opNS, "--cache-sync-timeout=5m")
+	eventually(t, "/readyz reports the informers unsynced", func(context.Context) (bool, error) {
+		code, body := op.Readyz(t)
+		return code == 500 && strings.Contains(body, "[-]informer-sync failed"), nil
+	})
+	// It stays unready while forbidden.
+	time.Sleep(2 * time.Second)
+	if code, body := op.Readyz(t); code != 500 {
+		t.Fatalf("/readyz passed while the caches cannot sync: %d\n%s", code, body)
+	}
+
+	if _, err := kubeClient(t).RbacV1().ClusterRoleBindings().Create(context.Background(), &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: user},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: "rbac.authorization.k8s.io", Name: user}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	op.WaitReady(t, time.Minute)
+	code, body := op.Readyz(t)
+	if code != 200 || !strings.Contains(body, "[+]informer-sync ok") {
+		t.Errorf("/readyz after the grant: %d\n%s", code, body)
+	}
+}
