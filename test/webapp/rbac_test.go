@@ -1,0 +1,153 @@
+package webapp
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/tools/clientcmd"
+
+	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
+	"github.com/handroll/handroll/pkg/apis/scheme"
+	"github.com/handroll/handroll/pkg/controller/webapp"
+	"github.com/handroll/handroll/test/controlplane"
+	"github.com/handroll/handroll/test/operator"
+)
+
+// TestManifestRBACIsEnough runs handroll with the ServiceAccount, roles and
+// bindings of manifests/rbac as its only credential — as the Deployment in
+// manifests/manager runs it — and follows a WebApp through its whole life.
+// A permission missing from the manifests fails this test.
+func TestManifestRBACIsEnough(t *testing.T) {
+	opNS := env.Namespace(t)
+	ns := env.Namespace(t)
+	kube := kubeClient(t)
+	ctx := context.Background()
+
+	// The manifests, moved into this test's namespace and names.
+	root, err := controlplane.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := scheme.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	decoder := scheme.Codecs(s).UniversalDeserializer()
+	rename := func(name string) string { return name + "-" + opNS }
+	files, _ := filepath.Glob(filepath.Join(root, "manifests", "rbac", "*.yaml"))
+	created := 0
+	for _, f := range files {
+		if filepath.Base(f) == "kustomization.yaml" {
+			continue
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := utilyaml.ToJSON(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj, _, err := decoder.Decode(raw, nil, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if err := createMoved(ctx, t, obj, opNS, rename); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		created++
+	}
+	if created < 5 {
+		t.Fatalf("found only %d RBAC manifests", created)
+	}
+
+	// A token of the ServiceAccount, in a kubeconfig of its own.
+	tr, err := kube.CoreV1().ServiceAccounts(opNS).CreateToken(ctx, "handroll", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.LoadFromFile(env.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, auth := range cfg.AuthInfos {
+		auth.Token = tr.Status.Token
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+
+	op := operator.Start(t, kubeconfig, "--operator-namespace="+opNS, "--leader-elect-resource-namespace="+opNS,
+		"--leader-elect-resource-name="+rename("handroll-leader"))
+	if _, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "settings"}, Data: map[string]string{"a": "1"},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createWebApp(t, &handrollv1.WebApp{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: handrollv1.WebAppSpec{
+			Image: "nginx:1.27", Config: map[string]string{"k": "v"},
+			ConfigMapRef: &handrollv1.ConfigMapReference{Name: "settings"},
+		},
+	})
+	converged(t, ns, "web")
+	eventually(t, "the directory entry is written", func(ctx context.Context) (bool, error) {
+		cm, err := kube.CoreV1().ConfigMaps(opNS).Get(ctx, webapp.DirectoryName, metav1.GetOptions{})
+		return err == nil && cm.Data[webapp.DirectoryKey(ns, "web")] != "", nil
+	})
+	if err := handrollClient(t).HandrollV1().WebApps(ns).Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the WebApp is released by its finalizer", func(ctx context.Context) (bool, error) {
+		_, err := handrollClient(t).HandrollV1().WebApps(ns).Get(ctx, "web", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if strings.Contains(strings.ToLower(op.Log()), "forbidden") {
+		t.Errorf("the operator met a forbidden request with the manifests' RBAC:\n%s", op.Log())
+	}
+}
+
+// createMoved creates an RBAC object from the manifests in namespace ns,
+// with cluster-wide names made unique to this test.
+func createMoved(ctx context.Context, t *testing.T, obj runtime.Object, ns string, rename func(string) string) error {
+	rbac := kubeClient(t).RbacV1()
+	var err error
+	switch o := obj.(type) {
+	case *corev1.ServiceAccount:
+		o.Namespace = ns
+		_, err = kubeClient(t).CoreV1().ServiceAccounts(ns).Create(ctx, o, metav1.CreateOptions{})
+	case *rbacv1.ClusterRole:
+		o.Name = rename(o.Name)
+		_, err = rbac.ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
+	case *rbacv1.ClusterRoleBinding:
+		o.Name, o.RoleRef.Name = rename(o.Name), rename(o.RoleRef.Name)
+		for i := range o.Subjects {
+			o.Subjects[i].Namespace = ns
+		}
+		_, err = rbac.ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
+	case *rbacv1.Role:
+		o.Namespace = ns
+		_, err = rbac.Roles(ns).Create(ctx, o, metav1.CreateOptions{})
+	case *rbacv1.RoleBinding:
+		o.Namespace = ns
+		for i := range o.Subjects {
+			o.Subjects[i].Namespace = ns
+		}
+		_, err = rbac.RoleBindings(ns).Create(ctx, o, metav1.CreateOptions{})
+	default:
+		t.Fatalf("unexpected kind %T in manifests/rbac", obj)
+	}
+	return err
+}
