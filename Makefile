@@ -50,9 +50,16 @@ verify-deps: ## Fail if the main module (tests included) depends on controller-r
 
 ##@ Build
 
+# Static (no cgo), so that the binary runs on the image's empty base.
 .PHONY: build
-build: ## Build bin/handroll.
-	$(GO) build -ldflags '$(LDFLAGS)' -o bin/handroll ./cmd/handroll
+build: ## Build bin/handroll (static).
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/handroll ./cmd/handroll
+
+IMAGE ?= handroll:dev
+
+.PHONY: docker-build
+docker-build: build ## Build the image $(IMAGE) from bin/handroll (needs a container engine).
+	docker build -t $(IMAGE) .
 
 ##@ Test
 

@@ -56,10 +56,12 @@ type Options struct {
 
 // ControlPlane is a running control plane.
 type ControlPlane struct {
-	Dir        string     `json:"dir"`
-	Kubeconfig string     `json:"kubeconfig"`
-	Server     string     `json:"server"`
-	Processes  []*Process `json:"processes"`
+	Dir        string `json:"dir"`
+	Kubeconfig string `json:"kubeconfig"`
+	Server     string `json:"server"`
+	// BinDir holds the binaries the control plane runs, kubectl among them.
+	BinDir    string     `json:"binDir"`
+	Processes []*Process `json:"processes"`
 
 	// Config is an admin rest.Config for the API server.
 	Config *rest.Config `json:"-"`
@@ -85,7 +87,7 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 		opts.Controllers = true
 	}
 
-	cp := &ControlPlane{Dir: opts.Dir, progress: opts.Progress}
+	cp := &ControlPlane{Dir: opts.Dir, BinDir: bins.dir, progress: opts.Progress}
 	if cp.Dir == "" {
 		cp.Dir, err = os.MkdirTemp("", "handroll-controlplane-")
 		if err != nil {
