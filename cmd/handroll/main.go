@@ -33,6 +33,8 @@ type options struct {
 	healthAddr       string
 	pprofAddr        string
 	metricsSecure    bool
+	webhookPort      int
+	webhookCertDir   string
 	cacheSyncTimeout time.Duration
 	shutdownTimeout  time.Duration
 	syncPeriod       time.Duration
@@ -54,6 +56,8 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus /metrics endpoint; 0 disables it.")
 	fs.StringVar(&o.healthAddr, "health-probe-bind-address", ":8081", "Address of /healthz, /livez and /readyz; 0 disables them.")
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", false, "Serve /metrics over HTTPS (a self-signed certificate) and allow only callers whose bearer token passes a TokenReview and whom RBAC allows to get the /metrics URL.")
+	fs.IntVar(&o.webhookPort, "webhook-port", 9443, "Port of the HTTPS admission webhook server; 0 disables it.")
+	fs.StringVar(&o.webhookCertDir, "webhook-cert-dir", "", "Directory holding the webhook's tls.crt and tls.key, reloaded when they change. Empty: the webhooks are not served.")
 	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "", "Address of the pprof endpoints (/debug/pprof/); empty or 0 disables them.")
 	fs.DurationVar(&o.cacheSyncTimeout, "cache-sync-timeout", 2*time.Minute, "How long the informers may take to list everything before start-up fails.")
 	fs.DurationVar(&o.shutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long a graceful stop may take before the process exits anyway.")

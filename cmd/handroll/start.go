@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 
+	"github.com/handroll/handroll/pkg/admission"
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	"github.com/handroll/handroll/pkg/apis/scheme"
 	handrollcache "github.com/handroll/handroll/pkg/cache"
@@ -109,6 +110,26 @@ func start(ctx context.Context, o options) error {
 		mux := http.NewServeMux()
 		health.Register(mux)
 		servers = append(servers, &server.Server{Name: "health", Addr: o.healthAddr, Handler: mux})
+	}
+	// The admission webhooks (WebhookServer), on every replica: the API
+	// server calls whichever is there. The certificate is reloaded when its
+	// files change (certwatcher).
+	if o.webhookPort != 0 && o.webhookCertDir != "" {
+		certs, err := server.NewCertWatcher(o.webhookCertDir, server.CertWatcherOptions{})
+		if err != nil {
+			return fmt.Errorf("--webhook-cert-dir: %w", err)
+		}
+		webhooks := server.NewWebhookServer(fmt.Sprintf(":%d", o.webhookPort), certs)
+		admission.Register(webhooks.Webhooks(), s)
+		health.AddReadinessCheck(certs.ReadyCheck())
+		go func() {
+			if err := certs.Start(ctx); err != nil && ctx.Err() == nil {
+				klog.ErrorS(err, "Webhook certificate watcher stopped")
+			}
+		}()
+		servers = append(servers, webhooks)
+	} else {
+		klog.InfoS("Not serving the admission webhooks: no --webhook-cert-dir")
 	}
 	if o.pprofAddr != "" && o.pprofAddr != "0" {
 		servers = append(servers, &server.Server{Name: "pprof", Addr: o.pprofAddr, Handler: server.PprofHandler()})
