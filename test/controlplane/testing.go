@@ -11,6 +11,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/handroll/handroll/pkg/generated/clientset/versioned"
 )
 
 // RunTests is a test package's TestMain body: it starts one control plane for
@@ -60,6 +62,27 @@ func RunTests(m *testing.M, opts Options, env **ControlPlane) int {
 		}
 	}
 	return code
+}
+
+// KubeClient returns an admin clientset for the control plane, failing t
+// if it cannot be built.
+func (cp *ControlPlane) KubeClient(t testing.TB) kubernetes.Interface {
+	t.Helper()
+	c, err := kubernetes.NewForConfig(cp.Config)
+	if err != nil {
+		t.Fatalf("building a clientset: %v", err)
+	}
+	return c
+}
+
+// HandrollClient returns an admin handroll clientset for the control plane.
+func (cp *ControlPlane) HandrollClient(t testing.TB) versioned.Interface {
+	t.Helper()
+	c, err := versioned.NewForConfig(cp.Config)
+	if err != nil {
+		t.Fatalf("building the handroll clientset: %v", err)
+	}
+	return c
 }
 
 // Namespace creates a fresh namespace for t and deletes it when t ends. It

@@ -30,14 +30,7 @@ func testContext(t *testing.T) context.Context {
 	return ctx
 }
 
-func handrollClient(t *testing.T) versioned.Interface {
-	t.Helper()
-	c, err := versioned.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatalf("building the handroll clientset: %v", err)
-	}
-	return c
-}
+func handrollClient(t *testing.T) versioned.Interface { return env.HandrollClient(t) }
 
 func dynamicClient(t *testing.T) dynamic.Interface {
 	t.Helper()

@@ -17,14 +17,7 @@ var env *controlplane.ControlPlane
 
 func TestMain(m *testing.M) { os.Exit(controlplane.RunTests(m, controlplane.Options{}, &env)) }
 
-func handrollClient(t *testing.T) versioned.Interface {
-	t.Helper()
-	c, err := versioned.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatalf("building the handroll clientset: %v", err)
-	}
-	return c
-}
+func handrollClient(t *testing.T) versioned.Interface { return env.HandrollClient(t) }
 
 // asJSON renders v for failure messages.
 func asJSON(v any) string {

@@ -27,14 +27,7 @@ import (
 // API server. There is no controller-manager here, so Deployments never
 // report ready pods; readiness is covered by the end-to-end tests.
 
-func kubeClient(t *testing.T) kubernetes.Interface {
-	t.Helper()
-	c, err := kubernetes.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
+func kubeClient(t *testing.T) kubernetes.Interface { return env.KubeClient(t) }
 
 // startOperator runs handroll with its directory in a namespace of its own.
 func startOperator(t *testing.T, args ...string) (*operator.Operator, string) {
