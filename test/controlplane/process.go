@@ -2,7 +2,6 @@ package controlplane
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -171,5 +170,3 @@ func startWatchdog(dir string) (*Process, error) {
 	}()
 	return p, nil
 }
-
-var errStopped = errors.New("the control plane was stopped")
