@@ -26,20 +26,27 @@ import (
 // it is read into memory.
 const MaxWebhookRequestBytes = 7 << 20
 
+// CertificateSource gives the serving certificate for each TLS handshake.
+// CertWatcher (files, e.g. mounted by cert-manager) and the self-managed
+// certificates of pkg/certs implement it.
+type CertificateSource interface {
+	GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error)
+}
+
 // NewWebhookServer returns the HTTPS server for admission (and conversion)
 // webhooks, replacing controller-runtime's webhook.Server. Its handler is a
 // WebhookMux: register handlers with s.Webhooks().Handle(path, h) before
-// Listen. The certificate comes from cw on every handshake, so a rotated
+// Listen. The certificate comes from certs on every handshake, so a rotated
 // certificate is served without a restart. TLS 1.2 is the minimum: the API
 // server's webhook client speaks 1.2 and 1.3, and nothing older is safe.
-func NewWebhookServer(addr string, cw *CertWatcher) *Server {
+func NewWebhookServer(addr string, certs CertificateSource) *Server {
 	return &Server{
 		Name:    "webhook",
 		Addr:    addr,
 		Handler: NewWebhookMux(),
 		TLS: &tls.Config{
 			MinVersion:     tls.VersionTLS12,
-			GetCertificate: cw.GetCertificate,
+			GetCertificate: certs.GetCertificate,
 		},
 	}
 }
