@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -81,8 +82,19 @@ func Start(t testing.TB, kubeconfig string, args ...string) *Operator {
 }
 
 // Launch is Start without waiting for readiness.
+//
+// Unless args set a --webhook-* flag, the webhooks are off (--webhook-port=0):
+// self-managed certificates write a Secret and the cluster-wide webhook
+// configurations and CRD, which tests sharing a control plane must opt into.
 func Launch(t testing.TB, kubeconfig string, args ...string) *Operator {
 	t.Helper()
+	webhooks := false
+	for _, a := range args {
+		webhooks = webhooks || strings.HasPrefix(a, "--webhook-")
+	}
+	if !webhooks {
+		args = append([]string{"--webhook-port=0"}, args...)
+	}
 	o := &Operator{
 		log:         &syncBuffer{},
 		MetricsAddr: freeAddr(t),
@@ -219,6 +231,21 @@ func (o *Operator) Requests(t testing.TB) map[string]float64 {
 // merge patches (PATCH), creates (POST) and deletes.
 func Writes(requests map[string]float64) float64 {
 	return requests[http.MethodPost] + requests[http.MethodPatch] + requests[http.MethodDelete]
+}
+
+// FreePort returns a loopback TCP port free at the time of the call, for
+// --webhook-port and a matching --webhook-url.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	_, port, err := net.SplitHostPort(freeAddr(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 func freeAddr(t testing.TB) string {
