@@ -1,0 +1,393 @@
+package manifests
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/handroll/handroll/pkg/admission"
+	"github.com/handroll/handroll/test/controlplane"
+)
+
+// kubectlPath finds the kubectl that hack/testbin.sh builds, as
+// test/controlplane finds the control plane: KUBEBUILDER_ASSETS when it
+// holds kubectl, else `hack/testbin.sh path` (which builds it on first use).
+func kubectlPath(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: building the manifests needs kubectl from hack/testbin.sh, which the first time takes many minutes to build")
+	}
+	isExec := func(p string) bool {
+		fi, err := os.Stat(p)
+		return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
+	}
+	if assets := os.Getenv("KUBEBUILDER_ASSETS"); assets != "" && isExec(filepath.Join(assets, "kubectl")) {
+		return filepath.Join(assets, "kubectl")
+	}
+	root, err := controlplane.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("bash", filepath.Join(root, "hack", "testbin.sh"), "path")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("hack/testbin.sh path: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	p := filepath.Join(strings.TrimSpace(lines[len(lines)-1]), "kubectl")
+	if !isExec(p) {
+		t.Fatalf("no kubectl at %s; run 'make testbin'", p)
+	}
+	return p
+}
+
+// built is the output of `kubectl kustomize` of one directory, by
+// "Kind namespace/name".
+type built map[string]*unstructured.Unstructured
+
+func kustomize(t *testing.T, kubectl, dir string) built {
+	t.Helper()
+	root, err := controlplane.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd := exec.Command(kubectl, "kustomize", filepath.Join(root, "manifests", dir))
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize manifests/%s: %v\n%s", dir, err, stderr.Bytes())
+	}
+	docs, err := splitYAML(out)
+	if err != nil {
+		t.Fatalf("kubectl kustomize manifests/%s: %v", dir, err)
+	}
+	objs := built{}
+	for _, doc := range docs {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(doc, &u.Object); err != nil {
+			t.Fatalf("kubectl kustomize manifests/%s: %v", dir, err)
+		}
+		key := objectKey(u.GetKind(), u.GetNamespace(), u.GetName())
+		if _, dup := objs[key]; dup {
+			t.Fatalf("manifests/%s builds %s twice", dir, key)
+		}
+		objs[key] = u
+	}
+	return objs
+}
+
+// get converts the object at key into T, failing t when it is absent.
+func get[T any](t *testing.T, objs built, key string) *T {
+	t.Helper()
+	u, ok := objs[key]
+	if !ok {
+		t.Fatalf("the build has no %s", key)
+	}
+	x := new(T)
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(u.Object, x, true); err != nil {
+		t.Fatalf("%s: %v", key, err)
+	}
+	return x
+}
+
+// TestDefaultBuilds builds manifests/default as `kubectl apply -k` would and
+// checks that it yields exactly the expected objects, and that they fit
+// together: the Services reach the Deployment's named ports, the webhooks
+// call the paths pkg/admission serves, and nothing carries a CA bundle that
+// the operator is meant to inject.
+func TestDefaultBuilds(t *testing.T) {
+	kubectl := kubectlPath(t)
+	objs := kustomize(t, kubectl, "default")
+
+	want := []string{
+		"Namespace handroll-system",
+		"CustomResourceDefinition webapps.handroll.dev",
+		"ServiceAccount handroll-system/handroll",
+		"Role handroll-system/handroll-leader-election",
+		"Role handroll-system/handroll-webhook-certs",
+		"RoleBinding handroll-system/handroll-leader-election",
+		"RoleBinding handroll-system/handroll-webhook-certs",
+		"ClusterRole handroll-manager",
+		"ClusterRole handroll-metrics-reader",
+		"ClusterRole handroll-webhook-certs",
+		"ClusterRoleBinding handroll-manager",
+		"ClusterRoleBinding handroll-webhook-certs",
+		"Deployment handroll-system/handroll",
+		"PodDisruptionBudget handroll-system/handroll",
+		"Service handroll-system/handroll-metrics",
+		"Service handroll-system/handroll-webhook",
+		"MutatingWebhookConfiguration handroll",
+		"ValidatingWebhookConfiguration handroll",
+	}
+	var got []string
+	for k := range objs {
+		got = append(got, k)
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("manifests/default builds\n\t%s\nwant\n\t%s", strings.Join(got, "\n\t"), strings.Join(want, "\n\t"))
+	}
+
+	ns := get[corev1.Namespace](t, objs, "Namespace handroll-system")
+	if ns.Labels["pod-security.kubernetes.io/enforce"] != "restricted" {
+		t.Errorf("namespace %s is not labelled pod-security.kubernetes.io/enforce=restricted", ns.Name)
+	}
+
+	dep := get[appsv1.Deployment](t, objs, "Deployment handroll-system/handroll")
+	pod := dep.Spec.Template
+	if pod.Spec.ServiceAccountName != operatorSA {
+		t.Errorf("the Deployment runs as ServiceAccount %q, the RBAC binds %q", pod.Spec.ServiceAccountName, operatorSA)
+	}
+	if len(pod.Spec.Containers) != 1 {
+		t.Fatalf("the Deployment has %d containers, want 1", len(pod.Spec.Containers))
+	}
+	c := pod.Spec.Containers[0]
+	ports := map[string]int32{}
+	for _, p := range c.Ports {
+		ports[p.Name] = p.ContainerPort
+	}
+	args := map[string]string{}
+	for _, a := range c.Args {
+		name, value, _ := strings.Cut(a, "=")
+		args[name] = value
+	}
+	if len(pod.Spec.Volumes) != 0 || len(c.VolumeMounts) != 0 {
+		t.Errorf("the Deployment mounts volumes %v: the webhook certificates come from the Secret through the API", pod.Spec.Volumes)
+	}
+	if p := args["--webhook-port"]; p != "" && p != "9443" || ports["webhook"] != 9443 {
+		t.Errorf("the webhook server listens on --webhook-port=%s (default 9443); the container port named webhook is %d", p, ports["webhook"])
+	}
+	// The names the operator's flags default to are the ones the RBAC
+	// grants by resourceNames and manifests/webhook defines.
+	for flag, name := range map[string]string{
+		"--webhook-secret-name":        "handroll-webhook-tls",
+		"--webhook-service-name":       "handroll-webhook",
+		"--webhook-configuration-name": "handroll",
+		"--conversion-crd":             "webapps.handroll.dev",
+	} {
+		if v, set := args[flag]; set && v != name {
+			t.Errorf("the Deployment sets %s=%s; the manifests (RBAC resourceNames, manifests/webhook) name %s", flag, v, name)
+		}
+	}
+
+	// Each Service selects the operator's pods and targets a port the
+	// container declares.
+	for _, key := range []string{"Service handroll-system/handroll-metrics", "Service handroll-system/handroll-webhook"} {
+		svc := get[corev1.Service](t, objs, key)
+		if len(svc.Spec.Selector) == 0 || !labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(pod.Labels)) {
+			t.Errorf("%s selects %v, which does not match the pod labels %v", key, svc.Spec.Selector, pod.Labels)
+		}
+		for _, p := range svc.Spec.Ports {
+			if p.TargetPort.Type != intstr.String || ports[p.TargetPort.StrVal] == 0 {
+				t.Errorf("%s port %s targets %s, not a port the container names", key, p.Name, p.TargetPort.String())
+			}
+		}
+	}
+	webhookSvc := get[corev1.Service](t, objs, "Service handroll-system/handroll-webhook")
+	if len(webhookSvc.Spec.Ports) != 1 || webhookSvc.Spec.Ports[0].Port != 443 || webhookSvc.Spec.Ports[0].TargetPort.StrVal != "webhook" {
+		t.Errorf("Service handroll-webhook ports %+v, want 443 to the named port webhook", webhookSvc.Spec.Ports)
+	}
+
+	for kind, path := range map[string]string{
+		"MutatingWebhookConfiguration":   admission.DefaulterPath,
+		"ValidatingWebhookConfiguration": admission.ValidatorPath,
+	} {
+		key := objectKey(kind, "", "handroll")
+		var hooks []webhook
+		data, err := json.Marshal(objs[key].Object["webhooks"])
+		if err == nil {
+			err = json.Unmarshal(data, &hooks)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", key, err)
+		}
+		if len(hooks) != 1 {
+			t.Fatalf("%s has %d webhooks, want 1", key, len(hooks))
+		}
+		checkWebhook(t, key+" webhook "+hooks[0].Name, hooks[0], webhookSvc.Name, path)
+	}
+
+	// The CRD's conversion webhook, when it has one, goes through the same
+	// Service. (The apiextensions types stay out of this package; the
+	// fields are those of apiextensions.k8s.io/v1 CustomResourceConversion.)
+	var conversion struct {
+		Strategy string `json:"strategy"`
+		Webhook  *struct {
+			ClientConfig             admissionregistrationv1.WebhookClientConfig `json:"clientConfig"`
+			ConversionReviewVersions []string                                    `json:"conversionReviewVersions"`
+		} `json:"webhook"`
+	}
+	data, err := json.Marshal(objs["CustomResourceDefinition webapps.handroll.dev"].Object["spec"].(map[string]any)["conversion"])
+	if err == nil {
+		err = json.Unmarshal(data, &conversion)
+	}
+	if err != nil {
+		t.Fatalf("the CRD's spec.conversion: %v", err)
+	}
+	switch {
+	case conversion.Strategy != "Webhook":
+		t.Logf("the CRD has conversion strategy %q: no conversion webhook to check", conversion.Strategy)
+	case conversion.Webhook == nil:
+		t.Errorf("the CRD's conversion strategy is Webhook, with no webhook")
+	default:
+		cc := conversion.Webhook.ClientConfig
+		svc := cc.Service
+		if cc.URL != nil || svc == nil || svc.Namespace != operatorNS || svc.Name != webhookSvc.Name ||
+			svc.Path == nil || *svc.Path != "/convert" || (svc.Port != nil && *svc.Port != 443) {
+			t.Errorf("the CRD's conversion webhook clientConfig %+v, want service %s/%s port 443 path /convert", cc, operatorNS, webhookSvc.Name)
+		}
+		if len(cc.CABundle) != 0 {
+			t.Errorf("the CRD's conversion webhook carries a caBundle; the operator injects it")
+		}
+		if !slices.Contains(conversion.Webhook.ConversionReviewVersions, "v1") {
+			t.Errorf("the CRD's conversionReviewVersions %v lack v1, the only one pkg/server.ServeConversion speaks", conversion.Webhook.ConversionReviewVersions)
+		}
+	}
+
+	// What the RBAC names by resourceNames is what this build defines.
+	defined := map[string]bool{}
+	for _, u := range objs {
+		defined[strings.ToLower(u.GetKind())+"s/"+u.GetName()] = true
+	}
+	for _, n := range operatorNeeds {
+		if n.Scope != cluster {
+			continue
+		}
+		for _, name := range n.ResourceNames {
+			if !defined[n.Resource+"/"+name] {
+				t.Errorf("operatorNeeds grants %s named %s, which manifests/default does not define", n.Resource, name)
+			}
+		}
+	}
+}
+
+// TestMonitoringBuilds builds manifests/monitoring and checks that its
+// ServiceMonitor scrapes the metrics Service of manifests/default the way
+// the Deployment serves it, and that its binding names the reader role.
+func TestMonitoringBuilds(t *testing.T) {
+	kubectl := kubectlPath(t)
+	def := kustomize(t, kubectl, "default")
+	mon := kustomize(t, kubectl, "monitoring")
+
+	sm := mon["ServiceMonitor handroll-system/handroll"]
+	if sm == nil || sm.GetAPIVersion() != "monitoring.coreos.com/v1" {
+		t.Fatalf("manifests/monitoring has no monitoring.coreos.com/v1 ServiceMonitor handroll-system/handroll")
+	}
+	var spec struct {
+		Selector struct {
+			MatchLabels map[string]string `json:"matchLabels"`
+		} `json:"selector"`
+		Endpoints []struct {
+			Port      string `json:"port"`
+			Path      string `json:"path"`
+			Scheme    string `json:"scheme"`
+			TokenFile string `json:"bearerTokenFile"`
+		} `json:"endpoints"`
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(sm.Object["spec"].(map[string]any), &spec); err != nil {
+		t.Fatal(err)
+	}
+
+	var selected []*corev1.Service
+	for key, u := range def {
+		if u.GetKind() == "Service" && labels.SelectorFromSet(spec.Selector.MatchLabels).Matches(labels.Set(u.GetLabels())) {
+			selected = append(selected, get[corev1.Service](t, def, key))
+		}
+	}
+	if len(selected) != 1 || selected[0].Name != "handroll-metrics" {
+		t.Fatalf("the ServiceMonitor's selector %v must select only Service handroll-metrics; it selects %d Services", spec.Selector.MatchLabels, len(selected))
+	}
+	dep := get[appsv1.Deployment](t, def, "Deployment handroll-system/handroll")
+	secure := slices.Contains(dep.Spec.Template.Spec.Containers[0].Args, "--metrics-secure")
+	if len(spec.Endpoints) != 1 {
+		t.Fatalf("the ServiceMonitor has %d endpoints, want 1", len(spec.Endpoints))
+	}
+	ep := spec.Endpoints[0]
+	if !slices.ContainsFunc(selected[0].Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == ep.Port }) {
+		t.Errorf("the ServiceMonitor scrapes port %q, which Service handroll-metrics does not name", ep.Port)
+	}
+	if ep.Path != "/metrics" {
+		t.Errorf("the ServiceMonitor scrapes %q, want /metrics", ep.Path)
+	}
+	if secure && (ep.Scheme != "https" || ep.TokenFile == "") {
+		t.Errorf("the Deployment serves --metrics-secure: the ServiceMonitor must scrape over https with a bearer token")
+	}
+	if !secure && ep.Scheme == "https" {
+		t.Errorf("the Deployment serves plain HTTP metrics: the ServiceMonitor must not scrape over https")
+	}
+
+	b := get[rbacv1.ClusterRoleBinding](t, mon, "ClusterRoleBinding handroll-metrics-reader")
+	if b.RoleRef.Kind != "ClusterRole" || def["ClusterRole "+b.RoleRef.Name] == nil {
+		t.Errorf("ClusterRoleBinding handroll-metrics-reader binds %s %s, which manifests/default does not define", b.RoleRef.Kind, b.RoleRef.Name)
+	}
+	if _, ok := othersNeed[b.RoleRef.Name]; !ok {
+		t.Errorf("ClusterRoleBinding handroll-metrics-reader binds %s, which is not a role meant for others (othersNeed)", b.RoleRef.Name)
+	}
+}
+
+// webhook holds the fields a MutatingWebhook and a ValidatingWebhook share.
+type webhook struct {
+	Name                    string                                       `json:"name"`
+	ClientConfig            admissionregistrationv1.WebhookClientConfig  `json:"clientConfig"`
+	Rules                   []admissionregistrationv1.RuleWithOperations `json:"rules"`
+	MatchPolicy             *admissionregistrationv1.MatchPolicyType     `json:"matchPolicy"`
+	SideEffects             *admissionregistrationv1.SideEffectClass     `json:"sideEffects"`
+	FailurePolicy           *admissionregistrationv1.FailurePolicyType   `json:"failurePolicy"`
+	AdmissionReviewVersions []string                                     `json:"admissionReviewVersions"`
+	TimeoutSeconds          *int32                                       `json:"timeoutSeconds"`
+}
+
+func checkWebhook(t *testing.T, what string, w webhook, service, path string) {
+	t.Helper()
+	svc := w.ClientConfig.Service
+	if w.ClientConfig.URL != nil || svc == nil || svc.Namespace != operatorNS || svc.Name != service ||
+		svc.Path == nil || *svc.Path != path || svc.Port == nil || *svc.Port != 443 {
+		t.Errorf("%s: clientConfig %+v, want service %s/%s port 443 path %s", what, w.ClientConfig, operatorNS, service, path)
+	}
+	if len(w.ClientConfig.CABundle) != 0 {
+		t.Errorf("%s: a caBundle in the manifest would be reset by every apply; the operator injects it", what)
+	}
+	namespaced := admissionregistrationv1.NamespacedScope
+	wantRules := []admissionregistrationv1.RuleWithOperations{{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+		Rule: admissionregistrationv1.Rule{APIGroups: []string{"handroll.dev"}, APIVersions: []string{"v1"},
+			Resources: []string{"webapps"}, Scope: &namespaced},
+	}}
+	if !apiequality.Semantic.DeepEqual(w.Rules, wantRules) {
+		t.Errorf("%s: rules %+v, want CREATE and UPDATE of handroll.dev/v1 webapps only (no subresources)", what, w.Rules)
+	}
+	if w.MatchPolicy == nil || *w.MatchPolicy != admissionregistrationv1.Equivalent {
+		t.Errorf("%s: matchPolicy must be Equivalent, so that v1alpha1 requests are converted to v1 and admitted", what)
+	}
+	if w.SideEffects == nil || *w.SideEffects != admissionregistrationv1.SideEffectClassNone {
+		t.Errorf("%s: sideEffects must be None (the handlers only compute), or dry runs are refused", what)
+	}
+	if w.FailurePolicy == nil || *w.FailurePolicy != admissionregistrationv1.Fail {
+		t.Errorf("%s: failurePolicy must be Fail, or an unreachable webhook lets invalid WebApps in", what)
+	}
+	if !slices.Equal(w.AdmissionReviewVersions, []string{"v1"}) {
+		t.Errorf("%s: admissionReviewVersions %v, want [v1] (pkg/server.ServeAdmission speaks admission.k8s.io/v1)", what, w.AdmissionReviewVersions)
+	}
+	if w.TimeoutSeconds == nil || *w.TimeoutSeconds < 1 || *w.TimeoutSeconds > 30 {
+		t.Errorf("%s: timeoutSeconds must be set, 1 to 30", what)
+	}
+}

@@ -1,0 +1,105 @@
+package manifests
+
+// scope says where a permission is granted.
+type scope string
+
+const (
+	// cluster: a ClusterRole bound by a ClusterRoleBinding; for namespaced
+	// resources, in every namespace.
+	cluster scope = "cluster"
+	// operatorNamespace: a Role (or ClusterRole) bound by a RoleBinding in
+	// the operator's namespace, handroll-system.
+	operatorNamespace scope = "namespace handroll-system"
+)
+
+// need is one thing the operator asks of the API server, and why.
+type need struct {
+	Scope    scope
+	APIGroup string
+	// Resource is "resource" or "resource/subresource".
+	Resource string
+	Verbs    []string
+	// ResourceNames limits the grant to these objects; empty: any.
+	ResourceNames []string
+	// Why names the file and function that makes the request.
+	Why string
+}
+
+// operatorNeeds is every permission the operator's ServiceAccount must hold,
+// and nothing more: TestRBACGrantsExactlyWhatTheCodeNeeds fails on a grant
+// missing from manifests/rbac and on a grant there that is not listed here.
+// A change to the requests the code makes changes this table in the same
+// commit, with its reason.
+var operatorNeeds = []need{
+	// The WebApp controller: cluster-wide, as it watches every namespace
+	// unless --namespaces says otherwise.
+	{cluster, "handroll.dev", "webapps", []string{"list", "watch"}, nil,
+		"pkg/cache/cache.go Caches.WebApps: the WebApp informers"},
+	{cluster, "handroll.dev", "webapps", []string{"patch"}, nil,
+		"pkg/controller/webapp/reconciler.go Reconciler.applyFinalizer: server-side apply of the directory finalizer"},
+	{cluster, "handroll.dev", "webapps/status", []string{"patch"}, nil,
+		"pkg/controller/webapp/reconciler.go Reconciler.updateStatus: ApplyStatus"},
+	{cluster, "handroll.dev", "webapps/finalizers", []string{"update"}, nil,
+		"pkg/controller/webapp/desired.go ownerReference sets blockOwnerDeletion; where the OwnerReferencesPermissionEnforcement " +
+			"admission plugin runs, applying such a child (Reconciler.ensure) requires update on the owner's finalizers"},
+
+	{cluster, "apps", "deployments", []string{"list", "watch"}, nil,
+		"pkg/cache/cache.go Caches.Deployments: informers filtered by managed-by=handroll"},
+	{cluster, "apps", "deployments", []string{"get"}, nil,
+		"pkg/controller/webapp/reconciler.go Reconciler.ensure (child.live): a Deployment missing from the filtered cache is read before it is created"},
+	{cluster, "apps", "deployments", []string{"create", "patch"}, nil,
+		"pkg/controller/webapp/reconciler.go Reconciler.ensure (child.apply): server-side apply, authorized as create when it creates"},
+
+	{cluster, "", "services", []string{"list", "watch"}, nil,
+		"pkg/cache/cache.go Caches.Services: informers filtered by managed-by=handroll"},
+	{cluster, "", "services", []string{"get"}, nil,
+		"pkg/controller/webapp/reconciler.go Reconciler.ensure (child.live): a Service missing from the filtered cache is read before it is created"},
+	{cluster, "", "services", []string{"create", "patch"}, nil,
+		"pkg/controller/webapp/reconciler.go Reconciler.ensure (child.apply): server-side apply, authorized as create when it creates"},
+
+	{cluster, "", "configmaps", []string{"list", "watch"}, nil,
+		"pkg/cache/cache.go Caches.ConfigMaps: every ConfigMap (spec.configMapRef names the user's), and the operator namespace's labelled ones"},
+	{cluster, "", "configmaps", []string{"create", "patch"}, nil,
+		"pkg/controller/webapp/reconciler.go Reconciler.ensure (server-side apply of <name>-config) and Reconciler.setDirectoryEntry " +
+			"(create, then merge patch, of the directory ConfigMap in the operator's namespace)"},
+	{cluster, "", "configmaps", []string{"delete"}, nil,
+		"pkg/controller/webapp/reconciler.go Reconciler.deleteOwnedConfigMap: once spec.config is emptied"},
+
+	{cluster, "events.k8s.io", "events", []string{"create", "patch"}, nil,
+		"cmd/handroll/start.go step 7 and events.go flushingSink: client-go's events broadcaster creates an Event, patches its series"},
+
+	{cluster, "authentication.k8s.io", "tokenreviews", []string{"create"}, nil,
+		"pkg/server/secure.go authorizer.review: --metrics-secure authenticates each scrape's token"},
+	{cluster, "authorization.k8s.io", "subjectaccessreviews", []string{"create"}, nil,
+		"pkg/server/secure.go authorizer.review: --metrics-secure authorizes get on /metrics for the scraper"},
+
+	// Leader election, in the operator's namespace. Not limited by name:
+	// --leader-elect-resource-name chooses it.
+	{operatorNamespace, "coordination.k8s.io", "leases", []string{"get", "create", "update"}, nil,
+		"pkg/leader/elector.go Elector.Run (client-go's LeaderElector through resourcelock.LeaseLock Get/Create/Update) and Elector.release"},
+
+	// Self-managed webhook certificates, on every replica.
+	{operatorNamespace, "", "secrets", []string{"create"}, nil,
+		"pkg/certs Manager: creates the Secret handroll-webhook-tls when absent (create cannot be limited by name)"},
+	{operatorNamespace, "", "secrets", []string{"get", "list", "watch", "update"}, []string{"handroll-webhook-tls"},
+		"pkg/certs Manager: reads it, watches it through an informer with fieldSelector metadata.name=handroll-webhook-tls, " +
+			"rotates it with Update"},
+	{cluster, "admissionregistration.k8s.io", "mutatingwebhookconfigurations", []string{"get", "update"}, []string{"handroll"},
+		"pkg/certs Manager: injects the CA bundle into manifests/webhook's configuration"},
+	{cluster, "admissionregistration.k8s.io", "validatingwebhookconfigurations", []string{"get", "update"}, []string{"handroll"},
+		"pkg/certs Manager: injects the CA bundle into manifests/webhook's configuration"},
+	{cluster, "apiextensions.k8s.io", "customresourcedefinitions", []string{"get", "update"}, []string{"webapps.handroll.dev"},
+		"pkg/certs Manager: injects the CA bundle into the WebApp CRD's conversion webhook"},
+}
+
+// othersNeed lists the ClusterRoles manifests/rbac defines for someone other
+// than the operator to bind, with exactly the non-resource URLs they grant.
+var othersNeed = map[string]struct {
+	NonResourceURLs []string
+	Verbs           []string
+	Why             string
+}{
+	"handroll-metrics-reader": {[]string{"/metrics"}, []string{"get"},
+		"whoever scrapes /metrics under --metrics-secure: pkg/server/secure.go authorizer.review asks a SubjectAccessReview for get /metrics " +
+			"(manifests/monitoring binds it to Prometheus)"},
+}
