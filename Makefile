@@ -103,22 +103,19 @@ LOCAL_KUBECONFIG := $(CURDIR)/.local/kubeconfig
 RUN_FLAGS ?= --metrics-bind-address=127.0.0.1:8080 --health-probe-bind-address=127.0.0.1:8081
 
 # With KUBECONFIG set (in the environment or on the command line), run against
-# that cluster. Without, bring up the local cluster, install the CRD and the
-# samples, and run there.
+# that cluster. Without, bring up the local cluster, install the CRD, the
+# webhook configurations and the samples, and run there. Either way the
+# webhooks are served on WEBHOOK_PORT and the API server is pointed at
+# WEBHOOK_URL (hack/run-local.sh).
+WEBHOOK_PORT ?= 9443
+WEBHOOK_URL  ?= https://127.0.0.1:$(WEBHOOK_PORT)
+export WEBHOOK_PORT WEBHOOK_URL
+
 .PHONY: run
 run: build ## Run the operator: against KUBECONFIG if set, else on the local cluster (started if needed).
 ifneq ($(strip $(KUBECONFIG)),)
-	bin/handroll --kubeconfig="$(KUBECONFIG)" $(RUN_FLAGS) $(ARGS)
+	hack/run-local.sh "$(KUBECONFIG)" $(RUN_FLAGS) $(ARGS)
 else
 	@$(MAKE) --no-print-directory cluster-up
-	@kubectl="$$(hack/testbin.sh path 2>/dev/null | tail -n 1)/kubectl"; \
-	  "$$kubectl" --kubeconfig="$(LOCAL_KUBECONFIG)" apply -k manifests/samples; \
-	  echo; \
-	  echo "handroll is starting on the local cluster. In another terminal:"; \
-	  echo "  $$kubectl --kubeconfig=$(LOCAL_KUBECONFIG) get webapps,deployments,services -A"; \
-	  echo "  curl -s http://127.0.0.1:8080/metrics | head"; \
-	  echo "  curl -s 'http://127.0.0.1:8081/readyz?verbose'"; \
-	  echo "Ctrl-C stops the operator; the cluster stays up until 'make cluster-down'."; \
-	  echo
-	bin/handroll --kubeconfig="$(LOCAL_KUBECONFIG)" $(RUN_FLAGS) $(ARGS)
+	LOCAL=1 hack/run-local.sh "$(LOCAL_KUBECONFIG)" $(RUN_FLAGS) $(ARGS)
 endif

@@ -35,6 +35,8 @@ type options struct {
 	metricsSecure    bool
 	webhookPort      int
 	webhookCertDir   string
+	webhookURL       string
+	webhookCerts     webhookCertOptions
 	cacheSyncTimeout time.Duration
 	shutdownTimeout  time.Duration
 	syncPeriod       time.Duration
@@ -57,7 +59,13 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.healthAddr, "health-probe-bind-address", ":8081", "Address of /healthz, /livez and /readyz; 0 disables them.")
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", false, "Serve /metrics over HTTPS (a self-signed certificate) and allow only callers whose bearer token passes a TokenReview and whom RBAC allows to get the /metrics URL.")
 	fs.IntVar(&o.webhookPort, "webhook-port", 9443, "Port of the HTTPS admission webhook server; 0 disables it.")
-	fs.StringVar(&o.webhookCertDir, "webhook-cert-dir", "", "Directory holding the webhook's tls.crt and tls.key, reloaded when they change. Empty: the webhooks are not served.")
+	fs.StringVar(&o.webhookCertDir, "webhook-cert-dir", "", "Directory holding the webhook's tls.crt and tls.key (as cert-manager mounts them), reloaded when they change. Empty: handroll makes, shares and rotates its own certificates (see --webhook-secret-name).")
+	fs.StringVar(&o.webhookURL, "webhook-url", "", "URL at which the API server reaches this process's webhooks, such as https://127.0.0.1:9443 when running outside the cluster; the webhook configurations and the CRD's conversion webhook are pointed at it. Empty: they call the webhook Service.")
+	fs.StringVar(&o.webhookCerts.secretName, "webhook-secret-name", "handroll-webhook-tls", "Secret in --operator-namespace holding the self-managed CA and serving certificate, shared by all replicas.")
+	fs.StringVar(&o.webhookCerts.serviceName, "webhook-service-name", "handroll-webhook", "Service in --operator-namespace in front of the webhooks; its DNS names are in the serving certificate.")
+	fs.StringVar(&o.webhookCerts.configurationName, "webhook-configuration-name", "handroll", "Name of the MutatingWebhookConfiguration and ValidatingWebhookConfiguration that get the CA bundle (and --webhook-url); empty: none.")
+	fs.StringVar(&o.webhookCerts.conversionCRD, "conversion-crd", "webapps.handroll.dev", "CRD whose conversion webhook gets the CA bundle (and --webhook-url); empty: none.")
+	fs.DurationVar(&o.webhookCerts.validity, "webhook-cert-validity", 90*24*time.Hour, "Lifetime of a self-managed serving certificate; it is renewed after two thirds of it, and its CA lives four times as long.")
 	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "", "Address of the pprof endpoints (/debug/pprof/); empty or 0 disables them.")
 	fs.DurationVar(&o.cacheSyncTimeout, "cache-sync-timeout", 2*time.Minute, "How long the informers may take to list everything before start-up fails.")
 	fs.DurationVar(&o.shutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long a graceful stop may take before the process exits anyway.")

@@ -13,7 +13,6 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 
-	"github.com/handroll/handroll/pkg/admission"
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	"github.com/handroll/handroll/pkg/apis/scheme"
 	handrollcache "github.com/handroll/handroll/pkg/cache"
@@ -111,25 +110,20 @@ func start(ctx context.Context, o options) error {
 		health.Register(mux)
 		servers = append(servers, &server.Server{Name: "health", Addr: o.healthAddr, Handler: mux})
 	}
-	// The admission webhooks (WebhookServer), on every replica: the API
-	// server calls whichever is there. The certificate is reloaded when its
-	// files change (certwatcher).
-	if o.webhookPort != 0 && o.webhookCertDir != "" {
-		certs, err := server.NewCertWatcher(o.webhookCertDir, server.CertWatcherOptions{})
+	// The admission and conversion webhooks (WebhookServer), on every
+	// replica: the API server calls whichever is there. The certificate is
+	// reloaded when its files change (certwatcher) or, self-managed, kept in
+	// a Secret all replicas share and rotated before it expires.
+	var runCertificates func(context.Context)
+	if o.webhookPort != 0 {
+		webhooks, run, err := webhookServer(cfg, kubeClient, s, o, health)
 		if err != nil {
-			return fmt.Errorf("--webhook-cert-dir: %w", err)
+			return err
 		}
-		webhooks := server.NewWebhookServer(fmt.Sprintf(":%d", o.webhookPort), certs)
-		admission.Register(webhooks.Webhooks(), s)
-		health.AddReadinessCheck(certs.ReadyCheck())
-		go func() {
-			if err := certs.Start(ctx); err != nil && ctx.Err() == nil {
-				klog.ErrorS(err, "Webhook certificate watcher stopped")
-			}
-		}()
 		servers = append(servers, webhooks)
+		runCertificates = run
 	} else {
-		klog.InfoS("Not serving the admission webhooks: no --webhook-cert-dir")
+		klog.InfoS("Not serving the webhooks: --webhook-port=0")
 	}
 	if o.pprofAddr != "" && o.pprofAddr != "0" {
 		servers = append(servers, &server.Server{Name: "pprof", Addr: o.pprofAddr, Handler: server.PprofHandler()})
@@ -143,6 +137,13 @@ func start(ctx context.Context, o options) error {
 	defer stopServers()
 	serveErrs := make(chan error, len(servers))
 	var serving sync.WaitGroup
+	if runCertificates != nil {
+		serving.Add(1)
+		go func() {
+			defer serving.Done()
+			runCertificates(serversCtx)
+		}()
+	}
 	for _, srv := range servers {
 		serving.Add(1)
 		go func() {

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+
+	"github.com/handroll/handroll/pkg/admission"
+	"github.com/handroll/handroll/pkg/certs"
+	"github.com/handroll/handroll/pkg/server"
+)
+
+// ConversionPath is where the conversion webhook is served; the CRD's
+// spec.conversion.webhook.clientConfig names it.
+const ConversionPath = "/convert"
+
+// webhookCertOptions are the flags of the self-managed certificates.
+type webhookCertOptions struct {
+	secretName        string
+	serviceName       string
+	configurationName string
+	conversionCRD     string
+	validity          time.Duration
+}
+
+// validateWebhookURL checks --webhook-url: the API server calls it, so it
+// must be https, and the paths of the webhooks are appended to it.
+func validateWebhookURL(raw string) error {
+	if raw == "" {
+		return nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("--webhook-url=%s: %w", raw, err)
+	}
+	switch {
+	case u.Scheme != "https":
+		return fmt.Errorf("--webhook-url=%s: the API server calls webhooks over https only", raw)
+	case u.Hostname() == "":
+		return fmt.Errorf("--webhook-url=%s: no host", raw)
+	case u.Path != "" && u.Path != "/", u.RawQuery != "", u.Fragment != "", u.User != nil:
+		return fmt.Errorf("--webhook-url=%s: give only https://host[:port]; each webhook's path is appended", raw)
+	}
+	return nil
+}
+
+// webhookServer builds the WebhookServer (controller-runtime's
+// webhook.Server plus its conversion registry) on every replica: admission
+// and conversion handlers, and the certificate source with its readiness
+// check. start returns the runnable that keeps the certificates current; it
+// must run for as long as the server does.
+func webhookServer(cfg *rest.Config, kube kubernetes.Interface, s *runtime.Scheme, o options, health *server.Health) (*server.Server, func(context.Context), error) {
+	if err := validateWebhookURL(o.webhookURL); err != nil {
+		return nil, nil, err
+	}
+	var (
+		source server.CertificateSource
+		start  func(context.Context)
+	)
+	if o.webhookCertDir != "" {
+		if o.webhookURL != "" {
+			// Whoever mounts the certificate (cert-manager's cainjector)
+			// also owns the webhook configurations' clientConfig.
+			return nil, nil, errors.New("--webhook-url needs the self-managed certificates: leave --webhook-cert-dir empty")
+		}
+		cw, err := server.NewCertWatcher(o.webhookCertDir, server.CertWatcherOptions{})
+		if err != nil {
+			return nil, nil, fmt.Errorf("--webhook-cert-dir: %w", err)
+		}
+		health.AddReadinessCheck(cw.ReadyCheck())
+		source = cw
+		start = func(ctx context.Context) {
+			if err := cw.Start(ctx); err != nil && ctx.Err() == nil {
+				klog.ErrorS(err, "Webhook certificate watcher stopped")
+			}
+		}
+	} else {
+		dyn, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		opts := certs.Options{
+			Namespace:   o.operatorNamespace,
+			SecretName:  o.webhookCerts.secretName,
+			ServiceName: o.webhookCerts.serviceName,
+			URL:         o.webhookURL,
+			Validity:    o.webhookCerts.validity,
+		}
+		// Empty flags mean "inject into none", which Options spells as an
+		// empty, non-nil list.
+		opts.WebhookConfigurations = nonEmpty(o.webhookCerts.configurationName)
+		opts.CRDs = nonEmpty(o.webhookCerts.conversionCRD)
+		m, err := certs.New(kube, dyn, opts)
+		if err != nil {
+			return nil, nil, err
+		}
+		health.AddReadinessCheck(m.ReadyCheck())
+		source = m
+		start = func(ctx context.Context) {
+			if err := m.Start(ctx); err != nil && ctx.Err() == nil {
+				klog.ErrorS(err, "Webhook certificate manager stopped")
+			}
+		}
+	}
+	srv := server.NewWebhookServer(net.JoinHostPort("", fmt.Sprint(o.webhookPort)), source)
+	admission.Register(srv.Webhooks(), s)
+	srv.Webhooks().Handle(ConversionPath, server.ServeConversion(s))
+	klog.V(2).InfoS("Webhooks", "port", o.webhookPort, "paths", srv.Webhooks().Paths(), "url", o.webhookURL)
+	return srv, start, nil
+}
+
+func nonEmpty(name string) []string {
+	if name == "" {
+		return []string{}
+	}
+	return []string{name}
+}
