@@ -78,18 +78,22 @@ var operatorNeeds = []need{
 	{operatorNamespace, "coordination.k8s.io", "leases", []string{"get", "create", "update"}, nil,
 		"pkg/leader/elector.go Elector.Run (client-go's LeaderElector through resourcelock.LeaseLock Get/Create/Update) and Elector.release"},
 
-	// Self-managed webhook certificates, on every replica.
+	// Self-managed webhook certificates, on every replica (pkg/certs;
+	// not used with --webhook-cert-dir). The names are the defaults of
+	// --webhook-secret-name, --webhook-configuration-name and
+	// --conversion-crd.
 	{operatorNamespace, "", "secrets", []string{"create"}, nil,
-		"pkg/certs Manager: creates the Secret handroll-webhook-tls when absent (create cannot be limited by name)"},
-	{operatorNamespace, "", "secrets", []string{"get", "list", "watch", "update"}, []string{"handroll-webhook-tls"},
-		"pkg/certs Manager: reads it, watches it through an informer with fieldSelector metadata.name=handroll-webhook-tls, " +
-			"rotates it with Update"},
+		"pkg/certs/manager.go Manager.syncSecret: creates the Secret when absent (create cannot be limited by name)"},
+	{operatorNamespace, "", "secrets", []string{"list", "watch"}, []string{"handroll-webhook-tls"},
+		"pkg/certs/manager.go New: a Secret informer with fieldSelector metadata.name=handroll-webhook-tls, authorized by name"},
+	{operatorNamespace, "", "secrets", []string{"get", "update"}, []string{"handroll-webhook-tls"},
+		"pkg/certs/manager.go Manager.syncSecret (update, get after a conflict) and Manager.inject (get before writing a bundle)"},
 	{cluster, "admissionregistration.k8s.io", "mutatingwebhookconfigurations", []string{"get", "update"}, []string{"handroll"},
-		"pkg/certs Manager: injects the CA bundle into manifests/webhook's configuration"},
+		"pkg/certs/inject.go Manager.syncMutating: injects the CA bundle into manifests/webhook's configuration"},
 	{cluster, "admissionregistration.k8s.io", "validatingwebhookconfigurations", []string{"get", "update"}, []string{"handroll"},
-		"pkg/certs Manager: injects the CA bundle into manifests/webhook's configuration"},
+		"pkg/certs/inject.go Manager.syncValidating: injects the CA bundle into manifests/webhook's configuration"},
 	{cluster, "apiextensions.k8s.io", "customresourcedefinitions", []string{"get", "update"}, []string{"webapps.handroll.dev"},
-		"pkg/certs Manager: injects the CA bundle into the WebApp CRD's conversion webhook"},
+		"pkg/certs/inject.go Manager.syncCRD: injects the CA bundle into the WebApp CRD's conversion webhook"},
 }
 
 // othersNeed lists the ClusterRoles manifests/rbac defines for someone other
