@@ -1,0 +1,28 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestValidateWebhookURL(t *testing.T) {
+	for _, tc := range []struct{ url, want string }{
+		{"", ""},
+		{"https://127.0.0.1:9443", ""},
+		{"https://host.example:9443/", ""},
+		{"http://127.0.0.1:9443", "https only"},
+		{"https://", "no host"},
+		{"https://127.0.0.1:9443/webhooks", "each webhook's path is appended"},
+		{"https://127.0.0.1:9443?x=1", "each webhook's path is appended"},
+		{"https://user@127.0.0.1:9443", "each webhook's path is appended"},
+		{"https://[::1", "--webhook-url"},
+	} {
+		err := validateWebhookURL(tc.url)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%q: %v", tc.url, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%q: got %v, want an error containing %q", tc.url, err, tc.want)
+		}
+	}
+}
