@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Regenerates everything derived from the Go types in pkg/apis:
-#   - deepcopy and defaulter functions next to the types (zz_generated.*.go);
+#   - deepcopy, defaulter and conversion functions next to the types
+#     (zz_generated.*.go);
 #   - the typed clientset, listers, informers and apply configurations in
 #     pkg/generated;
-#   - the CustomResourceDefinition in manifests/crd.
+#   - the CustomResourceDefinition in manifests/crd, with the conversion
+#     webhook that converts between its versions.
 # The generators' versions are pinned by hack/tools/go.mod.
 set -euo pipefail
 
@@ -48,3 +50,28 @@ echo "Generating CustomResourceDefinitions into manifests/crd"
   crd:crdVersions=v1 \
   paths=./pkg/apis/... \
   output:crd:dir=./manifests/crd
+
+# controller-gen has no marker for a conversion webhook. Insert the stanza as
+# the first field of the CRD's top-level spec (where a YAML encoder sorting
+# keys would put it), and fail loudly if the output is not shaped as expected.
+CRD="manifests/crd/handroll.dev_webapps.yaml"
+echo "Adding the conversion webhook to ${CRD}"
+awk '
+  $0 == "spec:" { specs++; print; print conversion; next }
+  /^  conversion:/ { found++ }
+  { print }
+  END {
+    if (specs != 1) { print "update-codegen: expected one top-level spec: in the CRD, found " specs > "/dev/stderr"; exit 1 }
+    if (found) { print "update-codegen: controller-gen already wrote spec.conversion" > "/dev/stderr"; exit 1 }
+  }' conversion='  conversion:
+    strategy: Webhook
+    webhook:
+      clientConfig:
+        service:
+          name: handroll-webhook
+          namespace: handroll-system
+          path: /convert
+          port: 443
+      conversionReviewVersions:
+      - v1' "${CRD}" >"${CRD}.tmp" || { rm -f "${CRD}.tmp"; exit 1; }
+mv "${CRD}.tmp" "${CRD}"

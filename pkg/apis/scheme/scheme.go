@@ -9,13 +9,17 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
+	handrollv1alpha1 "github.com/handroll/handroll/pkg/apis/handroll/v1alpha1"
 )
 
 // adders are every group handroll reads or writes: the built-in groups
-// (Deployments, Services, ConfigMaps, Events, Leases, ...) and handroll.dev.
+// (Deployments, Services, ConfigMaps, Events, Leases, ...) and handroll.dev,
+// whose v1alpha1 also brings its conversions to and from v1 for the
+// conversion webhook.
 var adders = []func(*runtime.Scheme) error{
 	clientgoscheme.AddToScheme,
 	handrollv1.AddToScheme,
+	handrollv1alpha1.AddToScheme,
 }
 
 // New returns a new scheme holding the built-in Kubernetes types and the

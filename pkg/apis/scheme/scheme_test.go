@@ -1,6 +1,7 @@
 package scheme_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
+	handrollv1alpha1 "github.com/handroll/handroll/pkg/apis/handroll/v1alpha1"
 	"github.com/handroll/handroll/pkg/apis/scheme"
 )
 
@@ -29,6 +31,8 @@ func TestKindsBothWays(t *testing.T) {
 	}{
 		{&handrollv1.WebApp{}, schema.GroupVersionKind{Group: "handroll.dev", Version: "v1", Kind: "WebApp"}},
 		{&handrollv1.WebAppList{}, schema.GroupVersionKind{Group: "handroll.dev", Version: "v1", Kind: "WebAppList"}},
+		{&handrollv1alpha1.WebApp{}, schema.GroupVersionKind{Group: "handroll.dev", Version: "v1alpha1", Kind: "WebApp"}},
+		{&handrollv1alpha1.WebAppList{}, schema.GroupVersionKind{Group: "handroll.dev", Version: "v1alpha1", Kind: "WebAppList"}},
 		{&appsv1.Deployment{}, appsv1.SchemeGroupVersion.WithKind("Deployment")},
 		{&corev1.Service{}, corev1.SchemeGroupVersion.WithKind("Service")},
 		{&corev1.ConfigMap{}, corev1.SchemeGroupVersion.WithKind("ConfigMap")},
@@ -109,6 +113,52 @@ func TestNewReturnsIndependentSchemes(t *testing.T) {
 	a.AddKnownTypes(gv, &unregistered{})
 	if b.Recognizes(gv.WithKind("unregistered")) {
 		t.Error("a type added to one scheme appeared in another: New shares state")
+	}
+}
+
+// TestConvertsWebAppBetweenVersions converts the way a conversion webhook
+// does: objects made by the scheme from the request's and the desired
+// GroupVersionKind, decoded from JSON, converted with Convert.
+func TestConvertsWebAppBetweenVersions(t *testing.T) {
+	s, err := scheme.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := handrollv1.SchemeGroupVersion.WithKind(handrollv1.WebAppKind)
+	v1alpha1 := handrollv1alpha1.SchemeGroupVersion.WithKind(handrollv1.WebAppKind)
+	for _, tc := range []struct {
+		from, to schema.GroupVersionKind
+		in, want string
+	}{{
+		from: v1, to: v1alpha1,
+		in:   `{"metadata":{"name":"shop","annotations":{"team":"a"}},"spec":{"image":"nginx","replicas":2,"port":9090,"config":{"k":"v"},"service":{"type":"NodePort","port":80}},"status":{"readyReplicas":1}}`,
+		want: `{"metadata":{"name":"shop","annotations":{"handroll.dev/v1-spec":"{\"service\":{\"type\":\"NodePort\",\"port\":80}}","team":"a"}},"spec":{"image":"nginx","size":2,"containerPort":9090,"resources":{},"configData":{"k":"v"}},"status":{"readyReplicas":1}}`,
+	}, {
+		from: v1alpha1, to: v1,
+		in:   `{"metadata":{"name":"shop","annotations":{"handroll.dev/v1-spec":"{\"configMapRef\":{\"name\":\"shared\"}}"}},"spec":{"image":"nginx","size":0,"containerPort":9090}}`,
+		want: `{"metadata":{"name":"shop"},"spec":{"image":"nginx","replicas":0,"port":9090,"resources":{},"configMapRef":{"name":"shared"}},"status":{}}`,
+	}} {
+		in, err := scheme.NewObject(s, tc.from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal([]byte(tc.in), in); err != nil {
+			t.Fatal(err)
+		}
+		out, err := scheme.NewObject(s, tc.to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Convert(in, out, nil); err != nil {
+			t.Fatalf("%s to %s: %v", tc.from.Version, tc.to.Version, err)
+		}
+		got, err := json.Marshal(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != tc.want {
+			t.Errorf("%s to %s:\n got %s\nwant %s", tc.from.Version, tc.to.Version, got, tc.want)
+		}
 	}
 }
 

@@ -20,7 +20,9 @@ package applyconfiguration
 
 import (
 	v1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
+	v1alpha1 "github.com/handroll/handroll/pkg/apis/handroll/v1alpha1"
 	handrollv1 "github.com/handroll/handroll/pkg/generated/applyconfiguration/handroll/v1"
+	handrollv1alpha1 "github.com/handroll/handroll/pkg/generated/applyconfiguration/handroll/v1alpha1"
 	internal "github.com/handroll/handroll/pkg/generated/applyconfiguration/internal"
 	runtime "k8s.io/apimachinery/pkg/runtime"
 	schema "k8s.io/apimachinery/pkg/runtime/schema"
@@ -42,6 +44,14 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &handrollv1.WebAppSpecApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("WebAppStatus"):
 		return &handrollv1.WebAppStatusApplyConfiguration{}
+
+		// Group=handroll.dev, Version=v1alpha1
+	case v1alpha1.SchemeGroupVersion.WithKind("WebApp"):
+		return &handrollv1alpha1.WebAppApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("WebAppSpec"):
+		return &handrollv1alpha1.WebAppSpecApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("WebAppStatus"):
+		return &handrollv1alpha1.WebAppStatusApplyConfiguration{}
 
 	}
 	return nil

@@ -23,6 +23,7 @@ import (
 	http "net/http"
 
 	handrollv1 "github.com/handroll/handroll/pkg/generated/clientset/versioned/typed/handroll/v1"
+	handrollv1alpha1 "github.com/handroll/handroll/pkg/generated/clientset/versioned/typed/handroll/v1alpha1"
 	discovery "k8s.io/client-go/discovery"
 	rest "k8s.io/client-go/rest"
 	flowcontrol "k8s.io/client-go/util/flowcontrol"
@@ -31,17 +32,24 @@ import (
 type Interface interface {
 	Discovery() discovery.DiscoveryInterfaces
 	HandrollV1() handrollv1.HandrollV1Interface
+	HandrollV1alpha1() handrollv1alpha1.HandrollV1alpha1Interface
 }
 
 // Clientset contains the clients for groups.
 type Clientset struct {
 	*discovery.DiscoveryClient
-	handrollV1 *handrollv1.HandrollV1Client
+	handrollV1       *handrollv1.HandrollV1Client
+	handrollV1alpha1 *handrollv1alpha1.HandrollV1alpha1Client
 }
 
 // HandrollV1 retrieves the HandrollV1Client
 func (c *Clientset) HandrollV1() handrollv1.HandrollV1Interface {
 	return c.handrollV1
+}
+
+// HandrollV1alpha1 retrieves the HandrollV1alpha1Client
+func (c *Clientset) HandrollV1alpha1() handrollv1alpha1.HandrollV1alpha1Interface {
+	return c.handrollV1alpha1
 }
 
 // Discovery retrieves the DiscoveryClient
@@ -92,6 +100,10 @@ func NewForConfigAndClient(c *rest.Config, httpClient *http.Client) (*Clientset,
 	if err != nil {
 		return nil, err
 	}
+	cs.handrollV1alpha1, err = handrollv1alpha1.NewForConfigAndClient(&configShallowCopy, httpClient)
+	if err != nil {
+		return nil, err
+	}
 
 	cs.DiscoveryClient, err = discovery.NewDiscoveryClientForConfigAndClient(&configShallowCopy, httpClient)
 	if err != nil {
@@ -114,6 +126,7 @@ func NewForConfigOrDie(c *rest.Config) *Clientset {
 func New(c rest.Interface) *Clientset {
 	var cs Clientset
 	cs.handrollV1 = handrollv1.New(c)
+	cs.handrollV1alpha1 = handrollv1alpha1.New(c)
 
 	cs.DiscoveryClient = discovery.NewDiscoveryClient(c)
 	return &cs

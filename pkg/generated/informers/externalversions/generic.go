@@ -22,6 +22,7 @@ import (
 	fmt "fmt"
 
 	v1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
+	v1alpha1 "github.com/handroll/handroll/pkg/apis/handroll/v1alpha1"
 	schema "k8s.io/apimachinery/pkg/runtime/schema"
 	cache "k8s.io/client-go/tools/cache"
 )
@@ -55,6 +56,10 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 	// Group=handroll.dev, Version=v1
 	case v1.SchemeGroupVersion.WithResource("webapps"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Handroll().V1().WebApps().Informer()}, nil
+
+		// Group=handroll.dev, Version=v1alpha1
+	case v1alpha1.SchemeGroupVersion.WithResource("webapps"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Handroll().V1alpha1().WebApps().Informer()}, nil
 
 	}
 

@@ -23,6 +23,8 @@ import (
 	clientset "github.com/handroll/handroll/pkg/generated/clientset/versioned"
 	handrollv1 "github.com/handroll/handroll/pkg/generated/clientset/versioned/typed/handroll/v1"
 	fakehandrollv1 "github.com/handroll/handroll/pkg/generated/clientset/versioned/typed/handroll/v1/fake"
+	handrollv1alpha1 "github.com/handroll/handroll/pkg/generated/clientset/versioned/typed/handroll/v1alpha1"
+	fakehandrollv1alpha1 "github.com/handroll/handroll/pkg/generated/clientset/versioned/typed/handroll/v1alpha1/fake"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -139,4 +141,9 @@ var (
 // HandrollV1 retrieves the HandrollV1Client
 func (c *Clientset) HandrollV1() handrollv1.HandrollV1Interface {
 	return &fakehandrollv1.FakeHandrollV1{Fake: &c.Fake}
+}
+
+// HandrollV1alpha1 retrieves the HandrollV1alpha1Client
+func (c *Clientset) HandrollV1alpha1() handrollv1alpha1.HandrollV1alpha1Interface {
+	return &fakehandrollv1alpha1.FakeHandrollV1alpha1{Fake: &c.Fake}
 }
