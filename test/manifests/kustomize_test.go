@@ -173,12 +173,13 @@ func TestDefaultBuilds(t *testing.T) {
 	if len(pod.Spec.Volumes) != 0 || len(c.VolumeMounts) != 0 {
 		t.Errorf("the Deployment mounts volumes %v: the webhook certificates come from the Secret through the API", pod.Spec.Volumes)
 	}
-	if p := args["--webhook-port"]; p != "" && p != "9443" || ports["webhook"] != 9443 {
+	if p := args["--webhook-port"]; (p != "" && p != "9443") || ports["webhook"] != 9443 {
 		t.Errorf("the webhook server listens on --webhook-port=%s (default 9443); the container port named webhook is %d", p, ports["webhook"])
 	}
 	// The names the operator's flags default to are the ones the RBAC
 	// grants by resourceNames and manifests/webhook defines.
 	for flag, name := range map[string]string{
+		"--operator-namespace":         operatorNS,
 		"--webhook-secret-name":        "handroll-webhook-tls",
 		"--webhook-service-name":       "handroll-webhook",
 		"--webhook-configuration-name": "handroll",
