@@ -164,7 +164,7 @@ func (m *Manager) processNext(ctx context.Context) bool {
 		return true // shutting down; Get returns quit next
 	case err != nil:
 		klog.ErrorS(err, "Keeping the webhook certificates current; will retry",
-			"secret", klog.KRef(m.opts.Namespace, m.opts.SecretName), "after", m.queue.NumRequeues(key))
+			"secret", klog.KRef(m.opts.Namespace, m.opts.SecretName), "retries", m.queue.NumRequeues(key))
 		m.queue.AddRateLimited(key)
 	case !settled:
 		m.queue.AddRateLimited(key)
