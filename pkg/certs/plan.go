@@ -53,12 +53,13 @@ type plan struct {
 	next time.Time
 }
 
-// decide looks at the Secret's content at now and says what to write. It
-// depends only on its arguments, so replicas that read the same Secret
-// agree, and whichever writes first wins.
+// decide looks at the Secret's content at now and says what to write. What
+// it decides depends only on its arguments (the keys it makes are random),
+// so replicas that read the same Secret agree, and whichever writes first
+// wins.
 //
-// trustedSince is when this replica last saw the bundle in s (ca.crt,
-// byte for byte) in every injected object, or zero if it has not. It only
+// trustedSince is since when this replica has seen the bundle of s
+// (ca.crt, byte for byte) in every injected object, or zero. It only
 // ever delays the switch to a new CA: the switch waits until the CA has been
 // published, and seen injected, for the propagation delay. Until then the
 // certificate of the previous CA, which every bundle still holds, is served.
