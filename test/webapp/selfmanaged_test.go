@@ -1,0 +1,308 @@
+package webapp
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+
+	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
+	handrollv1alpha1 "github.com/handroll/handroll/pkg/apis/handroll/v1alpha1"
+	"github.com/handroll/handroll/pkg/apis/scheme"
+	"github.com/handroll/handroll/test/controlplane"
+	"github.com/handroll/handroll/test/operator"
+)
+
+// installWebhookConfigurations creates the webhook configurations of
+// manifests/webhook under the given name, limited to namespace ns so that
+// other tests sharing the control plane are not affected, and deletes them
+// when t ends. They point at the in-cluster Service, as in the manifests;
+// the operator redirects them to --webhook-url.
+func installWebhookConfigurations(t *testing.T, name, ns string) {
+	t.Helper()
+	root, err := controlplane.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := scheme.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	decoder := scheme.Codecs(s).UniversalDeserializer()
+	selector := &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}
+	ar := kubeClient(t).AdmissionregistrationV1()
+	ctx := context.Background()
+	files, _ := filepath.Glob(filepath.Join(root, "manifests", "webhook", "*.yaml"))
+	found := 0
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+		for {
+			doc, err := docs.Read()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			if len(bytes.TrimSpace(doc)) == 0 {
+				continue
+			}
+			raw, err := utilyaml.ToJSON(doc)
+			if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			obj, _, err := decoder.Decode(raw, nil, nil)
+			if err != nil {
+				// kustomization.yaml and anything else not a Kubernetes object.
+				continue
+			}
+			switch o := obj.(type) {
+			case *admissionregistrationv1.MutatingWebhookConfiguration:
+				o.Name = name
+				for i := range o.Webhooks {
+					o.Webhooks[i].NamespaceSelector = selector
+				}
+				if _, err := ar.MutatingWebhookConfigurations().Create(ctx, o, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() {
+					_ = ar.MutatingWebhookConfigurations().Delete(context.Background(), name, metav1.DeleteOptions{})
+				})
+				found++
+			case *admissionregistrationv1.ValidatingWebhookConfiguration:
+				o.Name = name
+				for i := range o.Webhooks {
+					o.Webhooks[i].NamespaceSelector = selector
+				}
+				if _, err := ar.ValidatingWebhookConfigurations().Create(ctx, o, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() {
+					_ = ar.ValidatingWebhookConfigurations().Delete(context.Background(), name, metav1.DeleteOptions{})
+				})
+				found++
+			}
+		}
+	}
+	if found != 2 {
+		t.Fatalf("found %d webhook configurations in manifests/webhook, want a mutating and a validating one", found)
+	}
+}
+
+// webhookArgs are the flags of an operator outside the cluster whose
+// webhooks the API server calls: self-managed certificates, the named
+// webhook configurations and the WebApp CRD pointed at 127.0.0.1.
+//
+// The CRD is shared by the package's tests: its conversion webhook is put
+// back as the manifests have it when t ends, after the operator has stopped.
+func webhookArgs(t *testing.T, configuration string) (args []string, url string) {
+	t.Helper()
+	crds := apiextensionsclient.NewForConfigOrDie(env.Config).ApiextensionsV1().CustomResourceDefinitions()
+	before, err := crds.Get(context.Background(), "webapps.handroll.dev", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			crd, err := crds.Get(context.Background(), before.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			crd.Spec.Conversion = before.Spec.Conversion
+			_, err = crds.Update(context.Background(), crd, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
+			t.Errorf("restoring the CRD's conversion webhook: %v", err)
+		}
+	})
+	port := operator.FreePort(t)
+	url = fmt.Sprintf("https://127.0.0.1:%d", port)
+	return []string{
+		fmt.Sprintf("--webhook-port=%d", port),
+		"--webhook-url=" + url,
+		"--webhook-configuration-name=" + configuration,
+		"--conversion-crd=webapps.handroll.dev",
+	}, url
+}
+
+// waitInjected waits until the webhook configurations and the CRD's
+// conversion webhook point at url and carry a CA bundle.
+func waitInjected(t *testing.T, configuration, url string) {
+	t.Helper()
+	ar := kubeClient(t).AdmissionregistrationV1()
+	ext := apiextensionsclient.NewForConfigOrDie(env.Config)
+	eventually(t, "the webhook configurations and the CRD point at "+url, func(ctx context.Context) (bool, error) {
+		m, err := ar.MutatingWebhookConfigurations().Get(ctx, configuration, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		v, err := ar.ValidatingWebhookConfigurations().Get(ctx, configuration, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		crd, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, "webapps.handroll.dev", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		var configs []admissionregistrationv1.WebhookClientConfig
+		for _, w := range m.Webhooks {
+			configs = append(configs, w.ClientConfig)
+		}
+		for _, w := range v.Webhooks {
+			configs = append(configs, w.ClientConfig)
+		}
+		c := crd.Spec.Conversion
+		if c == nil || c.Webhook == nil || c.Webhook.ClientConfig == nil || c.Webhook.ClientConfig.Service != nil {
+			return false, nil
+		}
+		configs = append(configs, admissionregistrationv1.WebhookClientConfig{URL: c.Webhook.ClientConfig.URL, CABundle: c.Webhook.ClientConfig.CABundle})
+		for _, c := range configs {
+			if c.URL == nil || !strings.HasPrefix(*c.URL, url+"/") || len(c.CABundle) == 0 || c.Service != nil {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+// TestSelfManagedWebhooksAndConversion runs the operator as `make run` does:
+// outside the cluster, no certificate given. It makes its own CA and serving
+// certificate, keeps them in a Secret, points the manifests' webhook
+// configurations and the CRD's conversion webhook at itself; then the API
+// server admits, defaults, rejects and converts through it.
+func TestSelfManagedWebhooksAndConversion(t *testing.T) {
+	ns := env.Namespace(t)
+	configuration := "handroll-" + ns
+	installWebhookConfigurations(t, configuration, ns)
+	args, url := webhookArgs(t, configuration)
+	_, opNS := startOperator(t, args...)
+	waitInjected(t, configuration, url)
+	ctx := context.Background()
+
+	secret, err := kubeClient(t).CoreV1().Secrets(opNS).Get(ctx, "handroll-webhook-tls", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the self-managed certificate's Secret: %v", err)
+	}
+	for _, key := range []string{"tls.crt", "tls.key", "ca.crt"} {
+		if len(secret.Data[key]) == 0 {
+			t.Errorf("Secret %s/%s has no %s", opNS, secret.Name, key)
+		}
+	}
+
+	hc := handrollClient(t)
+	// Rejected by the validating webhook, also when written as v1alpha1:
+	// the API server converts to v1 (matchPolicy Equivalent) first.
+	reserved := &handrollv1alpha1.WebApp{
+		ObjectMeta: metav1.ObjectMeta{Name: "reserved", Namespace: ns},
+		Spec:       handrollv1alpha1.WebAppSpec{Image: "nginx:1.27", Env: []corev1.EnvVar{{Name: "HANDROLL_MODE", Value: "x"}}},
+	}
+	var createErr error
+	eventually(t, "the validating webhook rejects a reserved env name written as v1alpha1", func(ctx context.Context) (bool, error) {
+		_, createErr = hc.HandrollV1alpha1().WebApps(ns).Create(ctx, reserved, metav1.CreateOptions{})
+		if createErr == nil {
+			_ = hc.HandrollV1().WebApps(ns).Delete(ctx, reserved.Name, metav1.DeleteOptions{})
+			return false, nil
+		}
+		return strings.Contains(createErr.Error(), "reserved"), nil
+	})
+	if !strings.Contains(createErr.Error(), "spec.env[0].name") {
+		t.Errorf("the rejection does not name the field: %v", createErr)
+	}
+
+	// A v1alpha1 object, read as v1.
+	old := &handrollv1alpha1.WebApp{
+		ObjectMeta: metav1.ObjectMeta{Name: "old", Namespace: ns},
+		Spec: handrollv1alpha1.WebAppSpec{
+			Image: "nginx:1.27", Size: ptr.To[int32](3), ContainerPort: 9090,
+			ConfigData: map[string]string{"greeting": "hello"},
+		},
+	}
+	if _, err := hc.HandrollV1alpha1().WebApps(ns).Create(ctx, old, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating a v1alpha1 WebApp: %v", err)
+	}
+	got, err := hc.HandrollV1().WebApps(ns).Get(ctx, "old", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ptr.Deref(got.Spec.Replicas, -1) != 3 || got.Spec.Port != 9090 || got.Spec.Config["greeting"] != "hello" {
+		t.Errorf("the v1alpha1 WebApp read as v1: %s", asJSON(got.Spec))
+	}
+	if got.Spec.Service == nil {
+		t.Errorf("the v1 defaults were not applied to an object written as v1alpha1: %s", asJSON(got.Spec))
+	}
+
+	// A v1 object with fields v1alpha1 cannot hold, written through
+	// v1alpha1: they survive.
+	createWebApp(t, &handrollv1.WebApp{
+		ObjectMeta: metav1.ObjectMeta{Name: "new", Namespace: ns},
+		Spec: handrollv1.WebAppSpec{
+			Image: "nginx:1.27", Replicas: ptr.To[int32](1),
+			ConfigMapRef: &handrollv1.ConfigMapReference{Name: "settings"},
+			Service:      &handrollv1.WebAppService{Type: handrollv1.ServiceTypeNodePort, Port: 8000, NodePort: 30080},
+		},
+	})
+	// The operator writes too (its finalizer): retry on conflict, as any
+	// client doing a read-modify-write must.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		alpha, err := hc.HandrollV1alpha1().WebApps(ns).Get(ctx, "new", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if _, ok := alpha.Annotations["handroll.dev/v1-spec"]; !ok {
+			t.Errorf("read as v1alpha1, the WebApp does not carry its v1-only fields in the annotation: %v", alpha.Annotations)
+		}
+		alpha.Spec.Size = ptr.To[int32](2)
+		_, err = hc.HandrollV1alpha1().WebApps(ns).Update(ctx, alpha, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("updating through v1alpha1: %v", err)
+	}
+	back, err := hc.HandrollV1().WebApps(ns).Get(ctx, "new", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ptr.Deref(back.Spec.Replicas, -1) != 2 {
+		t.Errorf("the v1alpha1 update of size did not reach v1 replicas: %s", asJSON(back.Spec))
+	}
+	if back.Spec.ConfigMapRef == nil || back.Spec.ConfigMapRef.Name != "settings" ||
+		back.Spec.Service == nil || back.Spec.Service.Type != handrollv1.ServiceTypeNodePort || back.Spec.Service.NodePort != 30080 {
+		t.Errorf("v1-only fields were lost by a write through v1alpha1: %s", asJSON(back.Spec))
+	}
+	for k := range back.Annotations {
+		if strings.HasPrefix(k, "handroll.dev/") {
+			t.Errorf("the conversion annotation %s leaked into v1", k)
+		}
+	}
+
+	// Deleted while the operator runs, so that its finalizer is released:
+	// nothing deletes namespaces in this control plane.
+	for _, name := range []string{"old", "new"} {
+		if err := hc.HandrollV1().WebApps(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Error(err)
+		}
+	}
+	eventually(t, "the WebApps are gone", func(ctx context.Context) (bool, error) {
+		l, err := hc.HandrollV1().WebApps(ns).List(ctx, metav1.ListOptions{})
+		return err == nil && len(l.Items) == 0, nil
+	})
+}
