@@ -6,6 +6,15 @@
 // configData for v1's replicas, port and config) and has no configMapRef or
 // service; conversion.go converts both ways without losing anything, keeping
 // the v1 fields v1alpha1 cannot hold in the handroll.dev/v1-spec annotation.
+// As with generated conversions, a converted object shares maps, slices and
+// pointers with its source (only annotations are copied before they change):
+// DeepCopy a cached object before converting it to change the result.
+//
+// Manager piece replaced: controller-runtime's conversion.Hub and
+// conversion.Convertible (ConvertTo and ConvertFrom methods on each older
+// type). Here the conversions are functions registered in the scheme, as
+// Kubernetes' own API versions do it, and the conversion webhook converts
+// with the scheme's Convert.
 //
 // Validation is v1's: the admission webhooks are registered for v1 with
 // matchPolicy Equivalent, so the API server converts a v1alpha1 request to v1
