@@ -305,7 +305,7 @@ func TestWebhooksRejectWhatIsNotAWebApp(t *testing.T) {
 			"request.object is v1 Pod, not handroll.dev/v1 WebApp"},
 		{"a v1alpha1 object", func() *admissionv1.AdmissionRequest {
 			return webAppRequest(admissionv1.Create, strings.Replace(minimalWebApp, "handroll.dev/v1", "handroll.dev/v1alpha1", 1))
-		}, "decoding request.object as a WebApp"},
+		}, "request.object is handroll.dev/v1alpha1 WebApp, not handroll.dev/v1 WebApp"},
 		{"no object", func() *admissionv1.AdmissionRequest { return webAppRequest(admissionv1.Create, "") }, "request.object is empty"},
 		{"spec of the wrong type", func() *admissionv1.AdmissionRequest {
 			return webAppRequest(admissionv1.Create, `{"apiVersion":"handroll.dev/v1","kind":"WebApp","spec":{"replicas":"three"}}`)
