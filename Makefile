@@ -74,8 +74,26 @@ testbin: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
 TEST_FLAGS ?= -p 2 -timeout 30m
 
 .PHONY: test
-test: testbin ## Run unit, integration and end-to-end tests (builds the control plane first if needed).
+test: testbin ## Run unit, integration and end-to-end tests, then a short fuzz of each target (builds the control plane first if needed).
 	KUBEBUILDER_ASSETS="$$(hack/testbin.sh path | tail -n 1)" $(GO) test $(TEST_FLAGS) ./...
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
+
+# Go fuzz targets, as package:target. `go test` runs their committed seed
+# corpora (testdata/fuzz/) with the other tests; `make fuzz` explores.
+FUZZ_TARGETS := \
+  ./pkg/apis/handroll/v1alpha1:FuzzRoundTripFromV1 \
+  ./pkg/apis/handroll/v1alpha1:FuzzRoundTripFromV1alpha1 \
+  ./pkg/apis/handroll/v1alpha1:FuzzV1SpecAnnotation
+FUZZTIME       ?= 60s
+FUZZTIME_SHORT ?= 2000x
+
+.PHONY: fuzz
+fuzz: ## Fuzz each target for FUZZTIME (default 60s; a count such as 5000x works too).
+	@for t in $(FUZZ_TARGETS); do \
+	  pkg="$${t%%:*}"; name="$${t##*:}"; \
+	  echo "fuzz $$name ($$pkg) for $(FUZZTIME)"; \
+	  $(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=5s "$$pkg"; \
+	done
 
 .PHONY: test-unit
 test-unit: ## Run only the tests that need no control plane.
