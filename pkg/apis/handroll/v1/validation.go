@@ -20,6 +20,11 @@ const ReservedEnvPrefix = "HANDROLL_"
 // the API server refuses a ConfigMap whose data exceeds 1 MiB.
 const MaxConfigBytes = 1 << 20
 
+// V1SpecAnnotation is where a handroll.dev/v1alpha1 WebApp carries the v1
+// fields it has no place for (see the v1alpha1 conversions). It is never
+// stored on a v1 object.
+const V1SpecAnnotation = "handroll.dev/v1-spec"
+
 // ValidateWebApp checks a WebApp field by field and returns every problem,
 // each with its field path. It checks what the CRD schema checks and what a
 // schema cannot express (image grammar, reserved names, total config size),
@@ -28,6 +33,12 @@ const MaxConfigBytes = 1 << 20
 func ValidateWebApp(w *WebApp) field.ErrorList {
 	var errs field.ErrorList
 	errs = append(errs, validateName(w.Name, field.NewPath("metadata", "name"))...)
+	if _, ok := w.Annotations[V1SpecAnnotation]; ok {
+		// Conversion consumes it before a v1 object is stored; one set on v1
+		// would be replaced by the next read through v1alpha1, losing data.
+		errs = append(errs, field.Forbidden(field.NewPath("metadata", "annotations").Key(V1SpecAnnotation),
+			"reserved for converting v1alpha1 WebApps; a v1 WebApp holds these fields in spec"))
+	}
 	errs = append(errs, ValidateWebAppSpec(&w.Spec, w.Name, field.NewPath("spec"))...)
 	return errs
 }

@@ -69,6 +69,9 @@ func TestValidateWebAppRejects(t *testing.T) {
 	}{
 		{"name with upper case", func(w *handrollv1.WebApp) { w.Name = "Shop" }, "metadata.name", "Service"},
 		{"name starting with a digit", func(w *handrollv1.WebApp) { w.Name = "1shop" }, "metadata.name", "alphabetic"},
+		{"the conversion annotation on v1", func(w *handrollv1.WebApp) {
+			w.Annotations = map[string]string{handrollv1.V1SpecAnnotation: "{}"}
+		}, "metadata.annotations[handroll.dev/v1-spec]", "reserved"},
 		{"name of 64 characters", func(w *handrollv1.WebApp) { w.Name = strings.Repeat("a", 64) }, "metadata.name", "63"},
 		{"no image", func(w *handrollv1.WebApp) { w.Spec.Image = "" }, "spec.image", "Required"},
 		{"image with a bad tag", func(w *handrollv1.WebApp) { w.Spec.Image = "nginx:" }, "spec.image", "tag"},

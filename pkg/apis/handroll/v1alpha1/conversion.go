@@ -20,7 +20,7 @@ import (
 // Conversion owns this key: converting to v1 consumes it, and converting from
 // v1 writes it when there is something to carry and otherwise leaves it out,
 // replacing whatever a v1 object might hold under the same key.
-const V1SpecAnnotation = "handroll.dev/v1-spec"
+const V1SpecAnnotation = handrollv1.V1SpecAnnotation
 
 // v1OnlySpec is the value of V1SpecAnnotation: every field of
 // handrollv1.WebAppSpec that WebAppSpec lacks, with v1's JSON names. A field
