@@ -5,8 +5,10 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -52,6 +54,9 @@ func (s *Server) Listen() error {
 		WriteTimeout:      writeTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
+		// TLS handshake failures and the like go to our log, with the
+		// server's name, rather than to the standard logger's stderr.
+		ErrorLog: log.New(serverErrorWriter{name: s.Name}, "", 0),
 	}
 	return nil
 }
@@ -79,4 +84,21 @@ func (s *Server) Serve(ctx context.Context, shutdownTimeout time.Duration) error
 		return fmt.Errorf("%s server: %w", s.Name, err)
 	}
 	return nil
+}
+
+// serverErrorWriter turns net/http's error log lines into klog entries.
+// They are about single connections. A failed TLS handshake is logged: on
+// the webhook server it usually means the API server does not trust our
+// certificate (a stale caBundle). The rest (a client that hung up) is noise
+// unless debugging.
+type serverErrorWriter struct{ name string }
+
+func (w serverErrorWriter) Write(p []byte) (int, error) {
+	msg := strings.TrimSpace(string(p))
+	if strings.Contains(msg, "TLS handshake error") {
+		klog.InfoS("TLS handshake failed", "server", w.name, "err", msg)
+	} else {
+		klog.V(2).InfoS("HTTP server error", "server", w.name, "err", msg)
+	}
+	return len(p), nil
 }
