@@ -184,7 +184,13 @@ func start(ctx context.Context, o options) error {
 		Services:    caches.Services(),
 		ConfigMaps:  caches.ConfigMaps(),
 	}
+	// Without warm standby a standby has no caches to wait for: it is ready
+	// to serve its webhooks and to take over.
+	warm := o.leader.WarmStandby || !o.leader.Enabled
 	health.AddReadinessCheck(server.Check{Name: "informer-sync", Check: func(*http.Request) error {
+		if !warm && !isClosed(elector.Elected()) {
+			return nil
+		}
 		if !caches.HasSynced() {
 			return errors.New("the informers have not synced")
 		}
@@ -214,30 +220,43 @@ func start(ctx context.Context, o options) error {
 
 	// Step 10 — start the caches, wait for them (bounded), then the
 	// controller. Caches first: the controller only ever reads a full cache.
+	// With warm standby (the default) every replica does this before the
+	// election; without, only the leader, in step 11.
 	cacheCtx, stopCache := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopCache()
 	broadcaster.StartRecordingToSink(cacheCtx.Done())
-	caches.Start(cacheCtx.Done())
-	syncCtx, cancelSync := context.WithTimeout(ctx, o.cacheSyncTimeout)
-	err = caches.WaitForSync(syncCtx)
-	cancelSync()
-	if err != nil && ctx.Err() == nil {
-		return fmt.Errorf("caches not synced within --cache-sync-timeout=%s: %w", o.cacheSyncTimeout, err)
+	syncCaches := func(ctx context.Context) error {
+		caches.Start(cacheCtx.Done())
+		syncCtx, cancelSync := context.WithTimeout(ctx, o.cacheSyncTimeout)
+		defer cancelSync()
+		if err := caches.WaitForSync(syncCtx); err != nil && ctx.Err() == nil {
+			return fmt.Errorf("caches not synced within --cache-sync-timeout=%s: %w", o.cacheSyncTimeout, err)
+		}
+		webapps, _ := caches.WebAppLister().List(labels.Everything())
+		klog.InfoS("Caches synced", "namespaces", o.namespaces, "webapps", len(webapps))
+		return nil
 	}
-	webappCount, _ := caches.WebAppLister().List(labels.Everything())
-	klog.InfoS("Caches synced", "namespaces", o.namespaces, "webapps", len(webappCount))
+	if warm {
+		if err := syncCaches(ctx); err != nil {
+			return err
+		}
+	}
 
-	// Step 11 — leader election (LeaderElection*, mgr.Elected()). Every
-	// replica got here with synced caches (a warm standby); only the leader
-	// runs the controller, inside the callback, which returns once the
-	// controller has stopped and its in-flight reconciles have finished.
+	// Step 11 — leader election (LeaderElection*, mgr.Elected()). Only the
+	// leader runs the controller, inside the callback, which returns once
+	// the controller has stopped and its in-flight reconciles have finished.
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	var controllerErr error
 	electionDone := make(chan error, 1)
 	go func() {
 		electionDone <- elector.Run(runCtx, func(leaderCtx context.Context) {
-			klog.InfoS("Leading; starting the controller", "identity", elector.Identity())
+			klog.InfoS("Leading; starting the controller", "identity", elector.Identity(), "warmStandby", warm)
+			if !warm {
+				if controllerErr = syncCaches(leaderCtx); controllerErr != nil || leaderCtx.Err() != nil {
+					return // a stop while the caches filled is no error
+				}
+			}
 			controllerErr = webappController.Start(leaderCtx, caches.HasSynced)
 		})
 	}()
@@ -289,4 +308,13 @@ func start(ctx context.Context, o options) error {
 		runErr = errors.Join(runErr, err)
 	}
 	return runErr
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }

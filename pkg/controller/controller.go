@@ -217,8 +217,9 @@ func (c *Controller) Enqueue(req Request) {
 //
 //  1. create the workqueue and connect every Watch to it;
 //  2. wait until every function in synced reports true and every watched
-//     informer has delivered its initial list to us (an error if ctx ends
-//     first), so that Reconcile never reads a half-filled cache;
+//     informer has delivered its initial list to us (an error if ctx's
+//     deadline passes first; nil if ctx is cancelled, a stop during
+//     start-up), so that Reconcile never reads a half-filled cache;
 //  3. start MaxConcurrentReconciles workers;
 //  4. when ctx is done, disconnect the informers, stop taking new keys, and
 //     wait for the reconciles already running.
@@ -279,7 +280,13 @@ func (c *Controller) Start(ctx context.Context, synced ...cache.InformerSynced) 
 	// Step 2. WaitForCacheSync polls the functions until all are true.
 	logger.Info("Waiting for caches to sync")
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
-		return fmt.Errorf("controller %q: caches did not sync before the context ended", c.name)
+		// A deadline on ctx bounds the sync: missing it is a failure. A
+		// cancellation is a stop during start-up, which is not.
+		if errors.Is(ctx.Err(), context.Canceled) {
+			logger.Info("Stopped before the caches synced")
+			return nil
+		}
+		return fmt.Errorf("controller %q: caches did not sync before the deadline: %w", c.name, ctx.Err())
 	}
 
 	// Step 3. Workers reconcile under workCtx: it carries ctx's values (the

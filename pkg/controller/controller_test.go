@@ -562,6 +562,21 @@ func TestStartFailsIfCachesNeverSync(t *testing.T) {
 	}
 }
 
+func TestStopBeforeCachesSyncIsNoError(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	r := newRecorder(nil)
+	h := newHarness(t, Options{}, r)
+	h.c.Enqueue(reqA)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	if err := h.c.Start(ctx, func() bool { return false }); err != nil {
+		t.Fatalf("a stop while waiting for the caches: %v", err)
+	}
+	if n := len(r.all()); n != 0 {
+		t.Errorf("%d reconciles ran without a synced cache", n)
+	}
+}
+
 func TestStartTwiceFails(t *testing.T) {
 	r := newRecorder(nil)
 	h := newHarness(t, Options{}, r)

@@ -21,6 +21,7 @@ const (
 	FlagLeaseDuration = "leader-elect-lease-duration"
 	FlagRenewDeadline = "leader-elect-renew-deadline"
 	FlagRetryPeriod   = "leader-elect-retry-period"
+	FlagWarmStandby   = "leader-elect-warm-standby"
 )
 
 const (
@@ -61,6 +62,13 @@ type Options struct {
 	// has stopped, so that a standby takes over within a retry period
 	// instead of waiting out the lease duration.
 	ReleaseOnCancel bool
+
+	// WarmStandby has every replica fill its caches before the election, so
+	// that a new leader reconciles at once; off, a replica lists and watches
+	// only once it leads (less load on the API server and less memory on
+	// standbys, a slower failover). Run does not read it: the caller starts
+	// the caches before Run or in its callback.
+	WarmStandby bool
 }
 
 // DefaultOptions are the flags' defaults: leader election on, the Lease
@@ -75,6 +83,7 @@ func DefaultOptions() Options {
 		RenewDeadline:   10 * time.Second,
 		RetryPeriod:     2 * time.Second,
 		ReleaseOnCancel: true,
+		WarmStandby:     true,
 	}
 }
 
@@ -98,6 +107,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"How long the leader retries renewing the Lease before it gives up leadership and exits.")
 	fs.DurationVar(&o.RetryPeriod, FlagRetryPeriod, d.RetryPeriod,
 		"Interval between attempts to acquire or renew the Lease.")
+	fs.BoolVar(&o.WarmStandby, FlagWarmStandby, d.WarmStandby,
+		"Fill the caches on every replica before the election, so that a new leader reconciles at once. Off: a replica lists and watches only once it leads.")
 }
 
 // Validate reports options that client-go would refuse, or that would let two

@@ -3,6 +3,7 @@ package webapp
 import (
 	"context"
 	"fmt"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -121,4 +122,45 @@ func TestOneOfThreeReplicasReconciles(t *testing.T) {
 		Spec:       handrollv1.WebAppSpec{Image: "nginx:1.27"},
 	})
 	converged(t, ns, "three")
+}
+
+// TestColdStandby: with --leader-elect-warm-standby=false a standby is ready
+// without caches (it serves webhooks, it can take over) and lists nothing
+// until it leads; after the leader stops it fills its caches and reconciles.
+func TestColdStandby(t *testing.T) {
+	opNS := env.Namespace(t)
+	ns := env.Namespace(t)
+	args := []string{
+		"--operator-namespace=" + opNS,
+		"--leader-elect-resource-namespace=" + opNS,
+		"--leader-elect-lease-duration=4s",
+		"--leader-elect-renew-deadline=3s",
+		"--leader-elect-retry-period=500ms",
+		"--leader-elect-warm-standby=false",
+	}
+	ops := []*operator.Operator{operator.Start(t, env.Kubeconfig, args...), operator.Start(t, env.Kubeconfig, args...)}
+	first := leaderOf(t, ops)
+	standby := ops[0]
+	if standby == first {
+		standby = ops[1]
+	}
+	if code, body := standby.Readyz(t); code != 200 {
+		t.Errorf("a cold standby is not ready: %d %s", code, body)
+	}
+	if strings.Contains(standby.Log(), "Caches synced") {
+		t.Errorf("a cold standby filled its caches before leading:\n%s", standby.Log())
+	}
+
+	if err := first.Stop(t, syscall.SIGTERM, 30*time.Second); err != nil {
+		t.Errorf("the leader's graceful stop: %v", err)
+	}
+	leaderOf(t, []*operator.Operator{standby})
+	createWebApp(t, &handrollv1.WebApp{
+		ObjectMeta: metav1.ObjectMeta{Name: "cold", Namespace: ns},
+		Spec:       handrollv1.WebAppSpec{Image: "nginx:1.27"},
+	})
+	converged(t, ns, "cold")
+	if !strings.Contains(standby.Log(), "Caches synced") {
+		t.Errorf("the new leader never reported its caches synced:\n%s", standby.Log())
+	}
 }
