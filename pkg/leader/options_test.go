@@ -93,6 +93,7 @@ func TestAddFlags(t *testing.T) {
 		"leader-elect-lease-duration":     "15s",
 		"leader-elect-renew-deadline":     "10s",
 		"leader-elect-retry-period":       "2s",
+		"leader-elect-warm-standby":       "true",
 	}
 	var names []string
 	fs.VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
@@ -116,6 +117,7 @@ func TestAddFlags(t *testing.T) {
 	err := fs.Parse([]string{
 		"--leader-elect=false", "--leader-elect-resource-name=other", "--leader-elect-resource-namespace=ops",
 		"--leader-elect-lease-duration=30s", "--leader-elect-renew-deadline=20s", "--leader-elect-retry-period=3s",
+		"--leader-elect-warm-standby=false",
 	})
 	if err != nil {
 		t.Fatal(err)
