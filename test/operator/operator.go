@@ -35,9 +35,22 @@ var (
 )
 
 // Binary builds cmd/handroll once per test binary and returns its path.
+//
+// When the environment variable HANDROLL_OPERATOR_BINARY is set, Binary
+// returns that executable instead of building, so that the same scenarios
+// run against another build of the operator, such as the controller-runtime
+// twin (hack/compare/test-twin.sh). Give an absolute path: go test runs each
+// package in its own directory.
 func Binary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
+		if path := os.Getenv("HANDROLL_OPERATOR_BINARY"); path != "" {
+			binary = path
+			if _, err := os.Stat(path); err != nil {
+				buildErr = fmt.Errorf("HANDROLL_OPERATOR_BINARY: %w", err)
+			}
+			return
+		}
 		root, err := controlplane.RepoRoot()
 		if err != nil {
 			buildErr = err

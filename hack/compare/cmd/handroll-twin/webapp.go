@@ -1,0 +1,349 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
+	"github.com/handroll/handroll/pkg/controller/webapp"
+	handrollac "github.com/handroll/handroll/pkg/generated/applyconfiguration/handroll/v1"
+)
+
+// WebAppReconciler is pkg/controller/webapp.Reconciler on controller-runtime:
+// the same desired children, status and no-write check, read through the
+// manager's cache and written with server-side apply.
+type WebAppReconciler struct {
+	// Client reads from the cache and writes as field manager "handroll".
+	client.Client
+	// APIReader reads the API server directly: a child missing from the
+	// label-filtered cache may still exist, unlabelled and not ours.
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+
+	// DirectoryNamespace holds the directory ConfigMap.
+	DirectoryNamespace string
+}
+
+// SetupWithManager indexes WebApps by the ConfigMap they reference and
+// registers the controller.
+func (r *WebAppReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	err := mgr.GetFieldIndexer().IndexField(ctx, &handrollv1.WebApp{}, webapp.IndexConfigMapRef, func(o client.Object) []string {
+		if ref := o.(*handrollv1.WebApp).Spec.ConfigMapRef; ref != nil {
+			return []string{ref.Name}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		// Status-only updates, our own included, are dropped. Starting a
+		// deletion bumps the generation, so the finalizer still runs at once.
+		For(&handrollv1.WebApp{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&appsv1.Deployment{}).
+		Owns(&corev1.Service{}).
+		Owns(&corev1.ConfigMap{}).
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.webAppsReferencing),
+			builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
+		Named(webapp.ControllerName).
+		Complete(r)
+}
+
+// webAppsReferencing maps a ConfigMap to the WebApps whose
+// spec.configMapRef names it.
+func (r *WebAppReconciler) webAppsReferencing(ctx context.Context, cm client.Object) []ctrl.Request {
+	var list handrollv1.WebAppList
+	// An error means a namespace the WebApp cache does not hold (the
+	// operator's own): no WebApp there to enqueue.
+	if err := r.List(ctx, &list, client.InNamespace(cm.GetNamespace()),
+		client.MatchingFields{webapp.IndexConfigMapRef: cm.GetName()}); err != nil {
+		return nil
+	}
+	reqs := make([]ctrl.Request, 0, len(list.Items))
+	for i := range list.Items {
+		reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return reqs
+}
+
+// Reconcile brings one WebApp's world in line with its spec.
+func (r *WebAppReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var w handrollv1.WebApp
+	if err := r.Get(ctx, req.NamespacedName, &w); err != nil {
+		// Gone: the garbage collector removes the children, and the
+		// finalizer already took it out of the directory.
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	handrollv1.SetObjectDefaults_WebApp(&w)
+
+	if !w.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.finalize(ctx, &w)
+	}
+	if !controllerutil.ContainsFinalizer(&w, webapp.FinalizerDirectory) {
+		if err := r.applyFinalizer(ctx, &w, true); err != nil {
+			return ctrl.Result{}, fmt.Errorf("adding finalizer: %w", err)
+		}
+	}
+
+	obs, err := r.reconcileChildren(ctx, &w)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.updateStatus(ctx, &w, obs); err != nil {
+		return ctrl.Result{}, fmt.Errorf("writing status: %w", err)
+	}
+	if err := r.setDirectoryEntry(ctx, &w, webapp.URL(&w)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("updating the directory: %w", err)
+	}
+	if obs.ApplyFailed != "" {
+		return ctrl.Result{}, errors.New(obs.ApplyFailed)
+	}
+	if obs.Conflict != "" {
+		// Retried with backoff, so the WebApp heals once the foreign object
+		// goes away; never overwritten.
+		return ctrl.Result{}, fmt.Errorf("%s exists and is not controlled by WebApp %s", obs.Conflict, req)
+	}
+	return ctrl.Result{}, nil
+}
+
+// child is one object a WebApp owns.
+type child struct {
+	kind, name string
+	empty      client.Object // of the child's type, never filled
+	desired    runtime.ApplyConfiguration
+	filtered   bool // its cache holds only objects labelled as ours
+}
+
+var errNotControlled = errors.New("not controlled by this WebApp")
+
+func (r *WebAppReconciler) reconcileChildren(ctx context.Context, w *handrollv1.WebApp) (webapp.Observed, error) {
+	var obs webapp.Observed
+	var refData map[string]string
+	if ref := w.Spec.ConfigMapRef; ref != nil {
+		var cm corev1.ConfigMap
+		if err := r.Get(ctx, client.ObjectKey{Namespace: w.Namespace, Name: ref.Name}, &cm); client.IgnoreNotFound(err) != nil {
+			return obs, err
+		}
+		refData = cm.Data
+	}
+
+	var children []child
+	if cm := webapp.DesiredConfigMap(w); cm != nil {
+		children = append(children, child{"ConfigMap", *cm.Name, &corev1.ConfigMap{}, cm, false})
+	}
+	children = append(children,
+		child{"Service", w.Name, &corev1.Service{}, webapp.DesiredService(w), true},
+		child{"Deployment", w.Name, &appsv1.Deployment{}, webapp.DesiredDeployment(w, refData), true})
+
+	for _, c := range children {
+		current, err := r.ensure(ctx, w, c)
+		switch {
+		case errors.Is(err, errNotControlled):
+			obs.Conflict = fmt.Sprintf("%s %s/%s", c.kind, w.Namespace, c.name)
+			r.Recorder.Eventf(w, nil, corev1.EventTypeWarning, webapp.EventResourceConflict, "Reconcile",
+				"%s exists and is not controlled by this WebApp; it is left untouched", obs.Conflict)
+			continue
+		case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err):
+			// The API server will refuse this until something changes: say
+			// so in the status and an event rather than only in our log.
+			obs.ApplyFailed = fmt.Sprintf("%s %s/%s: %v", c.kind, w.Namespace, c.name, err)
+			r.Recorder.Eventf(w, nil, corev1.EventTypeWarning, webapp.ReasonApplyFailed, "Apply", "%s", obs.ApplyFailed)
+			continue
+		case err != nil:
+			return obs, fmt.Errorf("%s %s/%s: %w", c.kind, w.Namespace, c.name, err)
+		}
+		switch o := current.(type) {
+		case *appsv1.Deployment:
+			obs.Deployment = o
+		case *corev1.Service:
+			obs.ServiceExists = true
+		}
+	}
+
+	if len(w.Spec.Config) == 0 {
+		return obs, r.deleteOwnedConfigMap(ctx, w)
+	}
+	return obs, nil
+}
+
+// ensure applies c unless the live object already holds its configuration,
+// and refuses to touch an object of that name that the WebApp does not
+// control. It returns the object as it now is.
+func (r *WebAppReconciler) ensure(ctx context.Context, w *handrollv1.WebApp, c child) (client.Object, error) {
+	key := client.ObjectKey{Namespace: w.Namespace, Name: c.name}
+	current := c.empty.DeepCopyObject().(client.Object)
+	err := r.Get(ctx, key, current)
+	if apierrors.IsNotFound(err) && c.filtered {
+		err = r.APIReader.Get(ctx, key, current)
+	}
+	exists := err == nil
+	if client.IgnoreNotFound(err) != nil {
+		return nil, err
+	}
+	if exists {
+		if !metav1.IsControlledBy(current, w) {
+			return nil, errNotControlled
+		}
+		diff, err := webapp.FirstDifference(c.desired, current)
+		if err != nil {
+			return nil, err
+		}
+		if diff == "" {
+			return current, nil
+		}
+		log.FromContext(ctx).V(3).Info("Child differs from the desired state; applying", "kind", c.kind, "name", c.name, "field", diff)
+	}
+
+	if err := r.Apply(ctx, c.desired, client.ForceOwnership); err != nil {
+		return nil, err
+	}
+	// Apply decoded the API server's answer into the apply configuration;
+	// the status and the event want it as the typed object.
+	applied := c.empty.DeepCopyObject().(client.Object)
+	if err := convert(c.desired, applied); err != nil {
+		return nil, err
+	}
+	reason, verb := webapp.EventCreated, "Created"
+	if exists {
+		reason, verb = webapp.EventUpdated, "Updated"
+	}
+	r.Recorder.Eventf(w, applied, corev1.EventTypeNormal, reason, "Apply", "%s %s %s", verb, c.kind, c.name)
+	return applied, nil
+}
+
+// deleteOwnedConfigMap removes the ConfigMap rendered from spec.config once
+// spec.config is emptied; one we do not control is left alone.
+func (r *WebAppReconciler) deleteOwnedConfigMap(ctx context.Context, w *handrollv1.WebApp) error {
+	var cm corev1.ConfigMap
+	err := r.Get(ctx, client.ObjectKey{Namespace: w.Namespace, Name: handrollv1.OwnedConfigMapName(w.Name)}, &cm)
+	if err != nil || !metav1.IsControlledBy(&cm, w) {
+		return client.IgnoreNotFound(err)
+	}
+	if err := r.Delete(ctx, &cm, client.Preconditions{UID: &cm.UID}); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	r.Recorder.Eventf(w, nil, corev1.EventTypeNormal, webapp.EventDeleted, "Delete", "Deleted ConfigMap %s: spec.config is empty", cm.Name)
+	return nil
+}
+
+// updateStatus computes the status and applies it to the status
+// subresource, only when it differs from what the WebApp already shows.
+func (r *WebAppReconciler) updateStatus(ctx context.Context, w *handrollv1.WebApp, obs webapp.Observed) error {
+	status := webapp.ComputeStatus(w, obs, metav1.Now())
+	if equality.Semantic.DeepEqual(status, w.Status) {
+		return nil
+	}
+	var ac handrollac.WebAppStatusApplyConfiguration
+	if err := convert(status, &ac); err != nil {
+		return err
+	}
+	if err := r.Status().Apply(ctx, handrollac.WebApp(w.Name, w.Namespace).WithStatus(&ac), client.ForceOwnership); err != nil {
+		return err
+	}
+
+	was := meta.FindStatusCondition(w.Status.Conditions, handrollv1.ConditionReady)
+	is := meta.FindStatusCondition(status.Conditions, handrollv1.ConditionReady)
+	if is != nil && (was == nil || was.Status != is.Status) {
+		if is.Status == metav1.ConditionTrue {
+			r.Recorder.Eventf(w, nil, corev1.EventTypeNormal, webapp.EventReady, "Reconcile", "%s", is.Message)
+		} else if was != nil {
+			r.Recorder.Eventf(w, nil, corev1.EventTypeWarning, webapp.EventNotReady, "Reconcile", "%s: %s", is.Reason, is.Message)
+		}
+	}
+	return nil
+}
+
+// applyFinalizer adds (or, with add false, removes) the directory finalizer
+// with server-side apply: the finalizer list is a set, so other finalizers
+// are untouched and no resourceVersion is needed. The UID guards against
+// applying to a newer WebApp of the same name.
+func (r *WebAppReconciler) applyFinalizer(ctx context.Context, w *handrollv1.WebApp, add bool) error {
+	ac := handrollac.WebApp(w.Name, w.Namespace).WithUID(w.UID)
+	if add {
+		ac.WithFinalizers(webapp.FinalizerDirectory)
+	}
+	return r.Apply(ctx, ac, client.ForceOwnership)
+}
+
+// finalize removes a deleted WebApp from the directory, then releases it.
+func (r *WebAppReconciler) finalize(ctx context.Context, w *handrollv1.WebApp) error {
+	if !controllerutil.ContainsFinalizer(w, webapp.FinalizerDirectory) {
+		return nil
+	}
+	if err := r.setDirectoryEntry(ctx, w, ""); err != nil {
+		return fmt.Errorf("removing from the directory: %w", err)
+	}
+	if err := r.applyFinalizer(ctx, w, false); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("removing finalizer: %w", err)
+	}
+	return nil
+}
+
+// setDirectoryEntry sets (url != "") or removes (url == "") the WebApp's
+// entry in the directory ConfigMap. Each write is a JSON merge patch of that
+// one key, so concurrent workers never conflict and no read-modify-write is
+// needed; the cache tells when the entry is already right.
+func (r *WebAppReconciler) setDirectoryEntry(ctx context.Context, w *handrollv1.WebApp, url string) error {
+	key := webapp.DirectoryKey(w.Namespace, w.Name)
+	objMeta := metav1.ObjectMeta{Name: webapp.DirectoryName, Namespace: r.DirectoryNamespace}
+	var dir corev1.ConfigMap
+	err := r.Get(ctx, client.ObjectKey{Namespace: objMeta.Namespace, Name: objMeta.Name}, &dir)
+	if err == nil {
+		if got, ok := dir.Data[key]; (url == "" && !ok) || (url != "" && got == url) {
+			return nil
+		}
+	} else if !apierrors.IsNotFound(err) {
+		return err
+	}
+
+	var value any
+	if url != "" {
+		value = url
+	}
+	data, err := json.Marshal(map[string]any{"data": map[string]any{key: value}})
+	if err != nil {
+		return err
+	}
+	patch := func() error {
+		return r.Patch(ctx, &corev1.ConfigMap{ObjectMeta: objMeta}, client.RawPatch(types.MergePatchType, data))
+	}
+	if err := patch(); !apierrors.IsNotFound(err) || url == "" {
+		return client.IgnoreNotFound(err) // no directory, nothing to remove
+	}
+	objMeta.Labels = map[string]string{webapp.LabelManagedBy: webapp.ManagedBy, webapp.LabelName: "webapp-directory"}
+	err = r.Create(ctx, &corev1.ConfigMap{ObjectMeta: objMeta, Data: map[string]string{key: url}})
+	if apierrors.IsAlreadyExists(err) {
+		// Another worker created it first: patch our key into theirs.
+		err = patch()
+	}
+	return err
+}
+
+// convert copies from into to through JSON, which apply configurations
+// share field for field with their types.
+func convert(from, to any) error {
+	data, err := json.Marshal(from)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(data, to)
+}
