@@ -34,8 +34,9 @@ verify-fmt: ## Fail if any Go file is not gofmt-formatted.
 	if [[ -n "$$out" ]]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 .PHONY: verify-vet
-verify-vet: ## Run go vet on the main module.
+verify-vet: ## Run go vet on the main module and the controller-runtime twin.
 	$(GO) vet ./...
+	$(GO) -C hack/compare vet ./...
 
 .PHONY: verify-codegen
 verify-codegen: ## Fail if generated code or the CRD is out of date (or was edited by hand).
@@ -94,6 +95,10 @@ fuzz: ## Fuzz each target for FUZZTIME (default 60s; a count such as 5000x works
 	  echo "fuzz $$name ($$pkg) for $(FUZZTIME)"; \
 	  $(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=5s "$$pkg"; \
 	done
+
+.PHONY: test-twin
+test-twin: testbin ## Run handroll's behaviour scenarios against the controller-runtime twin (hack/compare).
+	hack/compare/test-twin.sh
 
 .PHONY: test-unit
 test-unit: ## Run only the tests that need no control plane.
