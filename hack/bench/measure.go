@@ -1,0 +1,435 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// How long a stopped contender may take to exit before it is killed.
+const stopGrace = time.Minute
+
+// args are the flags every run of c gets, then extra.
+func (b *bench) args(c contender, extra ...string) []string {
+	args := []string{
+		"--kubeconfig=" + b.kubeconfig,
+		"--kube-api-qps=" + strconv.FormatFloat(b.o.qps, 'g', -1, 64),
+		"--kube-api-burst=" + strconv.Itoa(b.o.burst),
+		"--max-concurrent-reconciles=" + strconv.Itoa(b.o.workers),
+	}
+	if c.operator {
+		args = append(args,
+			"--operator-namespace="+operatorNamespace,
+			"--webhook-port=0",
+			// Both operators default to 10h; said here so that a change of
+			// either default cannot skew the comparison.
+			"--sync-period=10h",
+			"--graceful-shutdown-timeout=30s",
+		)
+	}
+	return append(args, extra...)
+}
+
+// namespaceNames are the names of a measurement's namespaces.
+func (b *bench) namespaceNames(label string, count int) []string {
+	out := make([]string, count)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s%s-%d", namespacePrefix, label, i)
+	}
+	return out
+}
+
+// converge measures c reconciling N WebApps created once it is ready, then,
+// for an operator, its idle writes.
+func (b *bench) converge(ctx context.Context, c contender, round int) (_ ConvergeSample, err error) {
+	label := fmt.Sprintf("converge %s, round %d/%d", c.name, round, b.o.rounds)
+	s := ConvergeSample{Contender: c.name, Round: round}
+	namespaces := b.namespaceNames(fmt.Sprintf("r%d-%s-converge", round, c.name), b.namespaces)
+	if err := b.cluster.createNamespaces(ctx, namespaces); err != nil {
+		return s, err
+	}
+	b.tracker.begin(namespaces, b.o.n)
+	defer func() { err = errors.Join(err, b.cleanUp(ctx, namespaces)) }()
+
+	extra := []string{"--leader-elect=false"}
+	if !c.operator {
+		extra = []string{"--wait-for-sigusr1"}
+	}
+	p, err := launch(c.name, c.bin, b.args(c, extra...), b.logDir)
+	if err != nil {
+		return s, err
+	}
+	defer func() {
+		if p.running() {
+			err = errors.Join(err, p.stop(syscall.SIGTERM, stopGrace))
+		}
+	}()
+	b.logf("%s: starting", label)
+	if err := p.waitReady(ctx, 2*time.Minute); err != nil {
+		return s, err
+	}
+	before, err := p.requests()
+	if err != nil {
+		return s, err
+	}
+
+	b.logf("%s: creating %d WebApps", label, b.o.n)
+	began := time.Now()
+	if err := b.cluster.createWebApps(ctx, namespaces, b.o.n); err != nil {
+		return s, err
+	}
+	created := time.Now()
+	s.CreateSeconds = created.Sub(began).Seconds()
+	if !c.operator {
+		if err := p.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+			return s, err
+		}
+	}
+	r, err := b.wait(ctx, label, []*proc{p}, func(r runState) bool { return r.converged == r.want }, created)
+	if err != nil {
+		return s, err
+	}
+	s.ConvergeSeconds = r.convergedAt.Sub(created).Seconds()
+	after, err := b.settle(ctx, p)
+	if err != nil {
+		return s, err
+	}
+	s.Requests = delta(before, after)
+	if total(s.Requests) == 0 {
+		return s, fmt.Errorf("%s reported no API requests: does it export rest_client_requests_total?", c.name)
+	}
+	if _, s.CPUSeconds, err = p.usage(); err != nil {
+		return s, err
+	}
+	b.logf("%s: converged in %s, %.0f requests (%.0f writes)", label, formatSeconds(s.ConvergeSeconds), total(s.Requests), writes(s.Requests))
+
+	if c.operator && b.o.idle > 0 {
+		b.logf("%s: idle for %s", label, b.o.idle)
+		select {
+		case <-time.After(b.o.idle):
+		case <-ctx.Done():
+			return s, ctx.Err()
+		}
+		if !p.running() {
+			return s, p.failed()
+		}
+		idle, err := p.requests()
+		if err != nil {
+			return s, err
+		}
+		_, cpu, err := p.usage()
+		if err != nil {
+			return s, err
+		}
+		s.IdleRequests = delta(after, idle)
+		w, idleCPU := writes(s.IdleRequests), cpu-s.CPUSeconds
+		s.IdleWrites, s.IdleCPUSeconds = &w, &idleCPU
+		b.logf("%s: %.0f writes while idle", label, w)
+	}
+	if s.PeakRSSBytes, _, err = p.usage(); err != nil {
+		return s, err
+	}
+	return s, p.stop(syscall.SIGTERM, stopGrace)
+}
+
+// settle scrapes p's request counters until they have not moved for
+// settleQuiet after convergence (at most settleMax), so that writes that
+// trail the last status (a directory entry, events) count as converge.
+const (
+	settleQuiet = 2 * time.Second
+	settleMax   = time.Minute
+)
+
+func (b *bench) settle(ctx context.Context, p *proc) (map[string]float64, error) {
+	last, err := p.requests()
+	if err != nil {
+		return nil, err
+	}
+	quietSince, deadline := time.Now(), time.Now().Add(settleMax)
+	for time.Since(quietSince) < settleQuiet && time.Now().Before(deadline) {
+		select {
+		case <-time.After(250 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		now, err := p.requests()
+		if err != nil {
+			return nil, err
+		}
+		if total(now) != total(last) {
+			quietSince = time.Now()
+		}
+		last = now
+	}
+	return last, nil
+}
+
+// coldStart measures c's process start to its first write, with N
+// unconverged WebApps already there.
+func (b *bench) coldStart(ctx context.Context, c contender, round int) (_ ColdStartSample, err error) {
+	label := fmt.Sprintf("cold start %s, round %d/%d", c.name, round, b.o.rounds)
+	s := ColdStartSample{Contender: c.name, Round: round}
+	namespaces := b.namespaceNames(fmt.Sprintf("r%d-%s-cold", round, c.name), b.namespaces)
+	if err := b.cluster.createNamespaces(ctx, namespaces); err != nil {
+		return s, err
+	}
+	b.tracker.begin(namespaces, b.o.n)
+	defer func() { err = errors.Join(err, b.cleanUp(ctx, namespaces)) }()
+	if err := b.cluster.createWebApps(ctx, namespaces, b.o.n); err != nil {
+		return s, err
+	}
+	// Every WebApp is in the bench's cache before the contender starts, so
+	// whatever changes next is the contender's doing.
+	if _, err := b.wait(ctx, label+" (creating)", nil, func(r runState) bool { return r.seen == r.want }, time.Now()); err != nil {
+		return s, err
+	}
+
+	var extra []string
+	if c.operator {
+		extra = []string{"--leader-elect=false"}
+	}
+	p, err := launch(c.name, c.bin, b.args(c, extra...), b.logDir)
+	if err != nil {
+		return s, err
+	}
+	defer func() { err = errors.Join(err, p.stop(syscall.SIGTERM, stopGrace)) }()
+	r, err := b.wait(ctx, label, []*proc{p}, func(r runState) bool { return !r.firstWrite.IsZero() }, p.started)
+	if err != nil {
+		return s, err
+	}
+	s.Seconds = r.firstWrite.Sub(p.started).Seconds()
+	b.logf("%s: first write %s after the process started", label, formatSeconds(s.Seconds))
+	return s, nil
+}
+
+// warmUp has the floor converge a few WebApps before anything is measured:
+// the API server's first writes of each kind compile the CRD's validation
+// rules and build its server-side apply machinery, which whoever ran first
+// would otherwise pay for.
+func (b *bench) warmUp(ctx context.Context, floor contender) (err error) {
+	n := min(b.o.n, 50)
+	namespaces := b.namespaceNames("warmup", 1)
+	if err := b.cluster.createNamespaces(ctx, namespaces); err != nil {
+		return err
+	}
+	b.tracker.begin(namespaces, n)
+	defer func() { err = errors.Join(err, b.cleanUp(ctx, namespaces)) }()
+	if err := b.cluster.createWebApps(ctx, namespaces, n); err != nil {
+		return err
+	}
+	p, err := launch("warmup", floor.bin, b.args(floor), b.logDir)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, p.stop(syscall.SIGTERM, stopGrace)) }()
+	_, err = b.wait(ctx, "warm-up", []*proc{p}, func(r runState) bool { return r.converged == r.want }, time.Now())
+	return err
+}
+
+// cleanUp ends the tracker's run and empties namespaces.
+func (b *bench) cleanUp(ctx context.Context, namespaces []string) error {
+	b.tracker.end()
+	return b.cluster.wipe(context.WithoutCancel(ctx), namespaces)
+}
+
+// wait waits until done holds for the tracker's run, printing progress
+// every few seconds, and fails if one of procs exits or the timeout passes.
+func (b *bench) wait(ctx context.Context, label string, procs []*proc, done func(runState) bool, since time.Time) (runState, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.o.timeout)
+	defer cancel()
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	for {
+		r, changed := b.tracker.snapshot()
+		if done(r) {
+			return r, nil
+		}
+		for _, p := range procs {
+			if !p.running() {
+				return r, p.failed()
+			}
+		}
+		select {
+		case <-changed:
+		case <-tick.C:
+			b.logf("%s: %d/%d WebApps seen, %d converged, %s", label, r.seen, r.want, r.converged, elapsed(time.Since(since)))
+		case <-ctx.Done():
+			return r, fmt.Errorf("%s: %d/%d converged after %s: %w", label, r.converged, r.want, elapsed(time.Since(since)), ctx.Err())
+		}
+	}
+}
+
+// failoverVariant is an operator with the flags of one failover setup.
+type failoverVariant struct {
+	name  string
+	c     contender
+	extra []string
+}
+
+// failoverNamespace holds the WebApps of c's failover trials. The set
+// stays between trials (it is converged once); each operator is confined
+// to it with --namespaces, so the other operator's set does not touch its
+// caches.
+func (b *bench) failoverNamespace(ctx context.Context, c contender) (string, error) {
+	ns := namespacePrefix + "failover-" + c.name
+	_, err := b.cluster.kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	if err == nil {
+		return ns, nil
+	}
+	if err := b.cluster.createNamespaces(ctx, []string{ns}); err != nil {
+		return "", err
+	}
+	b.tracker.begin([]string{ns}, b.o.n)
+	if err := b.cluster.createWebApps(ctx, []string{ns}, b.o.n); err != nil {
+		return "", err
+	}
+	return ns, nil
+}
+
+// failover runs one trial: two replicas, the leader stopped by sig, one
+// WebApp changed, the new leader's first write for it timed. A trial in
+// which the old leader still wrote the change while stopping says nothing
+// about the new one; it is run again, up to failoverAttempts times.
+const failoverAttempts = 3
+
+func (b *bench) failover(ctx context.Context, v failoverVariant, sig syscall.Signal, round, trial int) (FailoverSample, error) {
+	label := fmt.Sprintf("failover %s, %s, round %d/%d", v.name, signalName(sig), round, b.o.rounds)
+	ns, err := b.failoverNamespace(ctx, v.c)
+	if err != nil {
+		return FailoverSample{}, err
+	}
+	b.tracker.begin([]string{ns}, b.o.n)
+	defer b.tracker.end()
+	for attempt := 1; ; attempt++ {
+		s, oldLeaderWrote, err := b.failoverAttempt(ctx, label, v, sig, ns, fmt.Sprintf("bench-%s-%d-%d", v.name, trial, attempt), trial+attempt-1)
+		s.Round = round
+		if err != nil || !oldLeaderWrote {
+			return s, err
+		}
+		if attempt == failoverAttempts {
+			return s, fmt.Errorf("in %d attempts, the old leader wrote the change every time before it stopped", attempt)
+		}
+		b.logf("%s: the old leader wrote the change before it stopped; again", label)
+	}
+}
+
+func (b *bench) failoverAttempt(ctx context.Context, label string, v failoverVariant, sig syscall.Signal, ns, leaseName string, pick int) (s FailoverSample, oldLeaderWrote bool, err error) {
+	s = FailoverSample{Variant: v.name, Signal: signalName(sig)}
+	args := b.args(v.c, append([]string{
+		"--namespaces=" + ns,
+		"--leader-elect=true",
+		"--leader-elect-resource-name=" + leaseName,
+		"--leader-elect-resource-namespace=" + operatorNamespace,
+		"--leader-elect-lease-duration=" + leaseDuration.String(),
+		"--leader-elect-renew-deadline=" + renewDeadline.String(),
+		"--leader-elect-retry-period=" + retryPeriod.String(),
+	}, v.extra...)...)
+
+	// Replica A first, so that it is the leader.
+	leading := b.tracker.awaitLease(leaseName, func(l lease) bool { return l.holder != "" })
+	a, err := launch(v.name+"-a", v.c.bin, args, b.logDir)
+	if err != nil {
+		return s, false, err
+	}
+	defer func() { err = errors.Join(err, a.stop(syscall.SIGTERM, stopGrace)) }()
+	b.logf("%s: starting replica A", label)
+	first, err := b.awaitLease(ctx, leading, a)
+	if err != nil {
+		return s, false, err
+	}
+	sb, err := launch(v.name+"-b", v.c.bin, args, b.logDir)
+	if err != nil {
+		return s, false, err
+	}
+	defer func() { err = errors.Join(err, sb.stop(syscall.SIGTERM, stopGrace)) }()
+	if _, err := b.wait(ctx, label, []*proc{a, sb}, func(r runState) bool { return r.converged == r.want }, time.Now()); err != nil {
+		return s, false, err
+	}
+	if err := sb.waitReady(ctx, 2*time.Minute); err != nil {
+		return s, false, err
+	}
+
+	// The WebApp to change, and what its change will look like.
+	name := appName((pick - 1) % b.o.n)
+	w, err := b.cluster.client.HandrollV1().WebApps(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return s, false, err
+	}
+	replicas := int32(2)
+	if w.Spec.Replicas != nil && *w.Spec.Replicas == 2 {
+		replicas = 1
+	}
+	wrote := b.tracker.awaitApp(ns, name, func(x *app) bool {
+		return (x.deployment && x.replicas == replicas) || x.observed > w.Generation
+	})
+	taken := b.tracker.awaitLease(leaseName, func(l lease) bool { return l.holder != "" && l.holder != first.holder })
+
+	// The change follows the signal at once: the time to the new leader's
+	// write is then the time nobody reconciles, whatever the old process
+	// still does on its way out (flushing events, stopping its servers).
+	b.logf("%s: stopping the leader", label)
+	stopped := time.Now()
+	if err := a.cmd.Process.Signal(sig); err != nil {
+		return s, false, err
+	}
+	gen, err := b.cluster.setReplicas(ctx, ns, name, replicas)
+	if err != nil {
+		return s, false, err
+	}
+	if gen != w.Generation+1 {
+		return s, false, fmt.Errorf("WebApp %s/%s went from generation %d to %d: something else changed it", ns, name, w.Generation, gen)
+	}
+
+	timeout := time.After(b.o.timeout)
+	var written time.Time
+	select {
+	case written = <-wrote:
+	case <-timeout:
+		return s, false, fmt.Errorf("no write for WebApp %s/%s within %s", ns, name, b.o.timeout)
+	case <-ctx.Done():
+		return s, false, ctx.Err()
+	}
+	next, err := b.awaitLease(ctx, taken, sb)
+	if err != nil {
+		return s, false, err
+	}
+	if err := a.waitExit(sig, stopGrace); err != nil {
+		return s, false, err
+	}
+	// Only the Lease's holder writes, and the new one only after it took
+	// the Lease: an earlier write was the old leader's.
+	if written.Before(next.acquire) {
+		return s, true, nil
+	}
+	s.KillToWriteSeconds = written.Sub(stopped).Seconds()
+	s.AcquireToWriteSeconds = written.Sub(next.acquire).Seconds()
+	b.logf("%s: first write %s after the stop, %s after the Lease was taken", label, formatSeconds(s.KillToWriteSeconds), formatSeconds(s.AcquireToWriteSeconds))
+	return s, false, nil
+}
+
+// awaitLease waits for ch, failing if p exits or the timeout passes.
+func (b *bench) awaitLease(ctx context.Context, ch <-chan lease, p *proc) (lease, error) {
+	timeout := time.After(b.o.timeout)
+	select {
+	case l := <-ch:
+		return l, nil
+	case <-p.exited:
+		return lease{}, p.failed()
+	case <-timeout:
+		return lease{}, fmt.Errorf("%s did not take the Lease within %s", p.name, b.o.timeout)
+	case <-ctx.Done():
+		return lease{}, ctx.Err()
+	}
+}
+
+// execOutput runs bin with args and returns what it printed.
+func execOutput(bin string, args ...string) (string, error) {
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	return string(out), err
+}
