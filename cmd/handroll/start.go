@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 
@@ -156,7 +157,14 @@ func start(ctx context.Context, o options) error {
 
 	// Step 7 — events (mgr.GetEventRecorderFor): an events.k8s.io/v1
 	// broadcaster; one recorder for the one controller.
-	eventSink := &flushingSink{EventSink: &events.EventSinkImpl{Interface: kubeClient.EventsV1()}}
+	// Events get a client, and so a rate limiter, of their own, as
+	// kube-scheduler's do: they are best-effort, and a burst of them (one
+	// per child created) must not hold back the writes that converge.
+	eventClient, err := kubernetes.NewForConfig(rest.CopyConfig(cfg))
+	if err != nil {
+		return err
+	}
+	eventSink := &flushingSink{EventSink: &events.EventSinkImpl{Interface: eventClient.EventsV1()}}
 	broadcaster := events.NewBroadcaster(eventSink)
 	recorder := broadcaster.NewRecorder(s, "handroll")
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
@@ -222,7 +223,11 @@ func (c *Caches) HasSynced() bool {
 // names each informer that had not synced and the last error its list or
 // watch met (for example RBAC forbidding the list).
 func (c *Caches) WaitForSync(ctx context.Context) error {
-	if cache.WaitForCacheSync(ctx.Done(), c.HasSynced) {
+	// Polled every 10 ms rather than WaitForCacheSync's 100 ms: the start
+	// (and a cold standby's takeover) waits for the poll, not the list.
+	if wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) {
+		return c.HasSynced(), nil
+	}) == nil {
 		return nil
 	}
 	c.mu.Lock()

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -277,9 +278,12 @@ func (c *Controller) Start(ctx context.Context, synced ...cache.InformerSynced) 
 		synced = append(synced, reg.HasSynced)
 	}
 
-	// Step 2. WaitForCacheSync polls the functions until all are true.
+	// Step 2. Poll the functions until all are true. Every 10 ms, not
+	// client-go's WaitForCacheSync 100 ms: after a failover the replayed
+	// caches are usually complete within a few milliseconds, and the poll
+	// interval is what a new leader waits before its first reconcile.
 	logger.Info("Waiting for caches to sync")
-	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+	if !waitForSync(ctx, synced) {
 		// A deadline on ctx bounds the sync: missing it is a failure. A
 		// cancellation is a stop during start-up, which is not.
 		if errors.Is(ctx.Err(), context.Canceled) {
@@ -461,4 +465,18 @@ func (c *Controller) reconcile(ctx context.Context, req Request) (result Result,
 		c.metrics.reconcileTimeouts.WithLabelValues(c.name).Inc()
 	}
 	return result, err
+}
+
+// waitForSync reports whether every function in synced returned true before
+// ctx ended.
+func waitForSync(ctx context.Context, synced []cache.InformerSynced) bool {
+	err := wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) {
+		for _, s := range synced {
+			if !s() {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	return err == nil
 }

@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 }
 
 // wait bounds every wait for an event; tests never assert on speed.
-const wait = 10 * time.Second
+const waitBound = 10 * time.Second
 
 // quietLogger writes nowhere. (logr.Discard() cannot be used: it is the zero
 // Logger, which Options reads as "use the default".)
@@ -126,8 +126,8 @@ func (h *harness) stop(t *testing.T) error {
 		h.cancel()
 		select {
 		case h.stopErr = <-h.done:
-		case <-time.After(wait):
-			t.Fatalf("Start did not return within %s of its context ending", wait)
+		case <-time.After(waitBound):
+			t.Fatalf("Start did not return within %s of its context ending", waitBound)
 		}
 	})
 	return h.stopErr
@@ -139,8 +139,8 @@ func receive[T any](t *testing.T, ch <-chan T, what string) T {
 	select {
 	case v := <-ch:
 		return v
-	case <-time.After(wait):
-		t.Fatalf("timed out after %s waiting for %s", wait, what)
+	case <-time.After(waitBound):
+		t.Fatalf("timed out after %s waiting for %s", waitBound, what)
 		panic("unreachable")
 	}
 }
