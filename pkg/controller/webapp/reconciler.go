@@ -77,6 +77,9 @@ type Reconciler struct {
 
 	// Now returns the time for condition transitions; tests fix it.
 	Now func() metav1.Time
+
+	// directory batches the workers' directory writes.
+	directory directoryWriter
 }
 
 var applyOptions = metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
@@ -369,9 +372,9 @@ func (r *Reconciler) finalize(ctx context.Context, w *handrollv1.WebApp) error {
 }
 
 // setDirectoryEntry sets (url != "") or removes (url == "") the WebApp's
-// entry in the directory ConfigMap. Each write is a JSON merge patch of that
-// one key, so concurrent workers never conflict and no read-modify-write is
-// needed; the cache tells when the entry is already right.
+// entry in the directory ConfigMap, and returns once that is written. The
+// cache tells when the entry is already right; otherwise the entry joins
+// the directory's next write (see directoryWriter).
 func (r *Reconciler) setDirectoryEntry(ctx context.Context, w *handrollv1.WebApp, url string) error {
 	key := DirectoryKey(w.Namespace, w.Name)
 	cm, err := r.ConfigMaps.ConfigMaps(r.DirectoryNamespace).Get(DirectoryName)
@@ -381,33 +384,54 @@ func (r *Reconciler) setDirectoryEntry(ctx context.Context, w *handrollv1.WebApp
 		}
 	} else if !apierrors.IsNotFound(err) {
 		return err
+	} else if url == "" {
+		return nil // no directory, nothing to remove
 	}
+	return r.directory.set(ctx, key, url, func(ctx context.Context, entries map[string]string) error {
+		return r.writeDirectory(ctx, entries)
+	})
+}
 
-	var value any
-	if url != "" {
-		value = url
+// writeDirectory writes entries (a "" value removes its key) into the
+// directory ConfigMap with one JSON merge patch of just those keys, so that
+// concurrent writers never conflict and no read-modify-write is needed. It
+// creates the ConfigMap when it is missing.
+func (r *Reconciler) writeDirectory(ctx context.Context, entries map[string]string) error {
+	data := make(map[string]any, len(entries))
+	for k, v := range entries {
+		if v == "" {
+			data[k] = nil
+		} else {
+			data[k] = v
+		}
 	}
-	patch, err := json.Marshal(map[string]any{"data": map[string]any{key: value}})
+	patch, err := json.Marshal(map[string]any{"data": data})
 	if err != nil {
 		return err
 	}
 	configMaps := r.Kube.CoreV1().ConfigMaps(r.DirectoryNamespace)
 	_, err = configMaps.Patch(ctx, DirectoryName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
-	if !apierrors.IsNotFound(err) || url == "" {
-		if apierrors.IsNotFound(err) {
-			return nil // no directory, nothing to remove
-		}
+	if !apierrors.IsNotFound(err) {
 		return err
+	}
+	created := map[string]string{}
+	for k, v := range entries {
+		if v != "" {
+			created[k] = v
+		}
+	}
+	if len(created) == 0 {
+		return nil // no directory, nothing to remove
 	}
 	_, err = configMaps.Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: DirectoryName, Namespace: r.DirectoryNamespace,
 			Labels: map[string]string{LabelManagedBy: ManagedBy, LabelName: "webapp-directory"},
 		},
-		Data: map[string]string{key: url},
+		Data: created,
 	}, metav1.CreateOptions{FieldManager: FieldManager})
 	if apierrors.IsAlreadyExists(err) {
-		// Another worker created it first: patch our key into theirs.
+		// Another replica's stale leader or a racing create: patch ours in.
 		_, err = configMaps.Patch(ctx, DirectoryName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
 	}
 	return err
