@@ -39,7 +39,11 @@ func TestDirectoryWriterGroupsConcurrentEntries(t *testing.T) {
 	for i := 1; i < callers; i++ {
 		wg.Go(func() { errs <- d.set(context.Background(), fmt.Sprintf("k%d", i), fmt.Sprintf("v%d", i), write) })
 	}
-	waitFor(t, func() bool { d.mu.Lock(); defer d.mu.Unlock(); return d.next != nil && len(d.next.entries) == callers-1 })
+	waitFor(t, func() bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return d.next != nil && len(d.next.entries) == callers-1
+	})
 	close(release)
 	wg.Wait()
 	close(errs)
