@@ -2,6 +2,8 @@ package main
 
 import (
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -205,5 +207,44 @@ func TestMarkdown(t *testing.T) {
 	}
 	if strings.Contains(md, "## Failover") {
 		t.Error("a failover table without failover samples")
+	}
+
+	r.Contenders = append(r.Contenders, "twin")
+	for round, secs := range []float64{0.2, 0.1, 0.3} {
+		r.Failover = append(r.Failover,
+			FailoverSample{Variant: variantHandrollWarm, Signal: "SIGKILL", Round: round + 1, KillToWriteSeconds: 4 + secs, AcquireToWriteSeconds: secs},
+			FailoverSample{Variant: variantTwin, Signal: "SIGKILL", Round: round + 1, KillToWriteSeconds: 4 + 2*secs, AcquireToWriteSeconds: 2 * secs})
+	}
+	md = r.markdown()
+	for _, want := range []string{
+		"| measure | handroll (warm standby, default) | twin (defaults) | handroll/twin |",
+		"| SIGKILL: Lease acquired → first write | 200 ms | 400 ms | 0.50 |",
+		"| SIGTERM: Lease acquired → first write | — | — | — |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the Markdown lacks the row\n%s\nin:\n%s", want, md)
+		}
+	}
+}
+
+// -render rewrites the Markdown from the JSON alone.
+func TestRerender(t *testing.T) {
+	dir := t.TempDir()
+	r := &Results{Contenders: []string{"floor"}, Config: Config{WebApps: 7, Rounds: 3}, ColdStart: []ColdStartSample{{Contender: "floor", Round: 1, Seconds: 0.05}}}
+	if err := r.write(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "benchmarks.md")); err != nil {
+		t.Fatal(err)
+	}
+	if err := rerender(filepath.Join(dir, "benchmarks.json")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "benchmarks.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != r.markdown() {
+		t.Errorf("rerendered Markdown differs from the original:\n%s\nwant:\n%s", got, r.markdown())
 	}
 }

@@ -81,8 +81,16 @@ func run(args []string) int {
 	contenders := fs.String("contenders", "handroll,twin,floor", "comma-separated contenders to run, of handroll, twin, floor")
 	fs.BoolVar(&o.skipFailover, "skip-failover", false, "skip the failover trials")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "how long any one wait (convergence, a first write, a Lease) may take before the bench fails")
+	render := fs.String("render", "", "measure nothing: rewrite benchmarks.md next to the given benchmarks.json from its samples")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *render != "" {
+		if err := rerender(*render); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+			return 1
+		}
+		return 0
 	}
 	o.contenders = strings.Split(*contenders, ",")
 	explicit := false
@@ -278,35 +286,8 @@ func benchmark(ctx context.Context, o options, explicitContenders bool, args []s
 
 	if o.skipFailover {
 		res.Notes = append(res.Notes, "Failover was skipped (-skip-failover).")
-	} else {
-		var variants []failoverVariant
-		for _, c := range contenders {
-			switch {
-			case c.name == "handroll":
-				variants = append(variants, failoverVariant{name: variantHandrollWarm, c: c})
-				if c.warmStandbyFlag {
-					variants = append(variants, failoverVariant{name: variantHandrollCold, c: c, extra: []string{"--leader-elect-warm-standby=false"}})
-				} else {
-					res.Notes = append(res.Notes, "handroll without warm standby was not measured: this handroll has no --leader-elect-warm-standby flag.")
-				}
-			case c.name == "twin":
-				variants = append(variants, failoverVariant{name: variantTwin, c: c})
-			}
-		}
-		res.Config.FailoverWebApps, res.Config.FailoverNamespaces = o.n, 1
-		trial := 0
-		for round := 1; round <= o.rounds; round++ {
-			for _, v := range rotate(variants, round-1) {
-				for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
-					trial++
-					s, err := b.failover(ctx, v, sig, round, trial)
-					if err != nil {
-						return fmt.Errorf("failover, %s, %s, round %d: %w", v.name, signalName(sig), round, err)
-					}
-					res.Failover = append(res.Failover, s)
-				}
-			}
-		}
+	} else if err := b.failovers(ctx, contenders, res); err != nil {
+		return err
 	}
 
 	res.Duration = time.Since(b.began).Round(time.Second).String()
@@ -314,6 +295,44 @@ func benchmark(ctx context.Context, o options, explicitContenders bool, args []s
 		return err
 	}
 	b.logf("wrote %s and %s", filepath.Join(o.out, "benchmarks.md"), filepath.Join(o.out, "benchmarks.json"))
+	return nil
+}
+
+// failovers runs every failover variant of the contenders, SIGKILL and
+// SIGTERM, in each round.
+func (b *bench) failovers(ctx context.Context, contenders []contender, res *Results) error {
+	var variants []failoverVariant
+	for _, c := range contenders {
+		switch c.name {
+		case "handroll":
+			variants = append(variants, failoverVariant{name: variantHandrollWarm, c: c})
+			if c.warmStandbyFlag {
+				variants = append(variants, failoverVariant{name: variantHandrollCold, c: c, extra: []string{"--leader-elect-warm-standby=false"}})
+			} else {
+				res.Notes = append(res.Notes, "handroll without warm standby was not measured: this handroll has no --leader-elect-warm-standby flag.")
+			}
+		case "twin":
+			variants = append(variants, failoverVariant{name: variantTwin, c: c})
+		}
+	}
+	if len(variants) == 0 {
+		res.Notes = append(res.Notes, "Failover was not measured: no operator among the contenders.")
+		return nil
+	}
+	res.Config.FailoverWebApps, res.Config.FailoverNamespaces = b.o.n, 1
+	trial := 0
+	for round := 1; round <= b.o.rounds; round++ {
+		for _, v := range rotate(variants, round-1) {
+			for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
+				trial++
+				s, err := b.failover(ctx, v, sig, round, trial)
+				if err != nil {
+					return fmt.Errorf("failover, %s, %s, round %d: %w", v.name, signalName(sig), round, err)
+				}
+				res.Failover = append(res.Failover, s)
+			}
+		}
+	}
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os/exec"
 	"strconv"
 	"syscall"
@@ -128,7 +129,8 @@ func (b *bench) converge(ctx context.Context, c contender, round int) (_ Converg
 			return s, err
 		}
 		s.IdleRequests = delta(after, idle)
-		w, idleCPU := writes(s.IdleRequests), cpu-s.CPUSeconds
+		// Both readings are whole clock ticks: round away the float noise.
+		w, idleCPU := writes(s.IdleRequests), math.Round((cpu-s.CPUSeconds)*clockTicks)/clockTicks
 		s.IdleWrites, s.IdleCPUSeconds = &w, &idleCPU
 		b.logf("%s: %.0f writes while idle", label, w)
 	}

@@ -321,8 +321,8 @@ func (r *Results) markdown() string {
 		variants := r.failoverVariants()
 		p("## Failover\n\n")
 		p("Two replicas with leader election; the leader is stopped by the signal shown, one\n")
-		p("WebApp's `spec.replicas` is changed, and the clock stops at the new leader's first\n")
-		p("write for it. The floor has no leader election: n/a.\n\n")
+		p("WebApp's `spec.replicas` is changed at once, and the clock stops at the new leader's\n")
+		p("first write for it. The floor has no leader election: n/a.\n\n")
 		p("| measure |")
 		for _, v := range variants {
 			p(" %s |", variantTitle(v))
@@ -422,7 +422,7 @@ func methodology(r *Results) []string {
 			"writes (the directory entry, events) count as converge, not idle. GET includes LIST and WATCH.",
 		"**Leader election is off** (`--leader-elect=false`) for converge, idle and cold start, so Lease renewals, which go " +
 			"through the same client-go metrics, are not counted.",
-		"**CPU time**: utime + stime from `/proc/<pid>/stat`, read when converge ends (it includes start-up). **Peak RSS**: " +
+		"**CPU time**: utime + stime from `/proc/<pid>/stat`, read once the request counters have settled after convergence (it includes start-up). **Peak RSS**: " +
 			"`VmHWM` from `/proc/<pid>/status`, read just before the process is stopped.",
 		fmt.Sprintf("**Idle**: after converge, %s with nothing changing; writes are POST+PUT+PATCH+DELETE from the metrics delta. "+
 			"The floor writes what convergence needs once and then does nothing, so idle does not apply to it.", time.Duration(r.Config.IdleSeconds*float64(time.Second))),
@@ -451,6 +451,20 @@ func (r *Results) write(dir string) error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, "benchmarks.md"), []byte(r.markdown()), 0o644)
+}
+
+// rerender rewrites benchmarks.md from the benchmarks.json at path, for
+// when the report's wording changes but the figures need not.
+func rerender(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var r Results
+	if err := json.Unmarshal(data, &r); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return os.WriteFile(filepath.Join(filepath.Dir(path), "benchmarks.md"), []byte(r.markdown()), 0o644)
 }
 
 // describeMachine reads the CPU, memory and kernel from /proc.
