@@ -105,6 +105,14 @@ fuzz: ## Fuzz each target for FUZZTIME (default 60s; a count such as 5000x works
 test-twin: testbin ## Run handroll's behaviour scenarios against the controller-runtime twin (hack/compare).
 	hack/compare/test-twin.sh
 
+# Not part of `make test`: it takes long and its numbers are a report, not a
+# pass/fail. BENCH_FLAGS, e.g. "-n 300 -rounds 3"; `go run ./hack/bench -h`.
+BENCH_FLAGS ?=
+
+.PHONY: bench
+bench: testbin ## Measure handroll, its controller-runtime twin and the floor in one run; writes docs/benchmarks.md and .json.
+	KUBEBUILDER_ASSETS="$$(hack/testbin.sh path | tail -n 1)" $(GO) run ./hack/bench $(BENCH_FLAGS)
+
 .PHONY: test-unit
 test-unit: ## Run only the tests that need no control plane.
 	$(GO) test -short ./...

@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 )
 
@@ -24,9 +25,18 @@ func loadConfig(kubeconfig string, qps float32, burst int, timeout time.Duration
 		return nil, "", err
 	}
 	// client-go's defaults (5 QPS, burst 10) throttle an operator that
-	// reconciles hundreds of objects; the flags set ours.
+	// reconciles hundreds of objects; the flags set ours. They are the whole
+	// process's budget: one token bucket shared by every client made from
+	// cfg. Without it client-go gives each clientset a bucket of its own
+	// (and controller-runtime's client one per resource type), so the same
+	// flags would allow a multiple of the rate they name. Leader election
+	// and events copy cfg and take buckets of their own (pkg/leader,
+	// start.go step 7): neither may wait behind the reconciles.
 	cfg.QPS = qps
 	cfg.Burst = burst
+	if qps > 0 {
+		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(qps, burst)
+	}
 	cfg.Timeout = timeout
 	cfg.UserAgent = "handroll/" + version
 	cfg.WarningHandler = &onceWarnings{}

@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
@@ -64,8 +67,46 @@ func TestLoadConfigOrder(t *testing.T) {
 			if !strings.HasPrefix(cfg.UserAgent, "handroll/") {
 				t.Errorf("user agent %q", cfg.UserAgent)
 			}
+			if cfg.RateLimiter == nil || cfg.RateLimiter.QPS() != 7 {
+				t.Errorf("rate limiter %v: want one bucket of 7 QPS shared by every client", cfg.RateLimiter)
+			}
 		})
 	}
+}
+
+// TestOneBudgetForTheProcess: two clientsets made from the config draw on
+// one bucket, so --kube-api-qps is the process's rate, not each client's.
+func TestOneBudgetForTheProcess(t *testing.T) {
+	path := writeKubeconfig(t, t.TempDir(), "https://one.example:6443")
+	cfg, _, err := loadConfig(path, 1, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := rest.RESTClientFor(withCodec(rest.CopyConfig(cfg)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := rest.RESTClientFor(withCodec(rest.CopyConfig(cfg)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.GetRateLimiter() != b.GetRateLimiter() {
+		t.Error("two clients from the config have different rate limiters")
+	}
+	// Burst 1: after one token, the shared bucket is empty for both.
+	if !a.GetRateLimiter().TryAccept() {
+		t.Fatal("the first token was refused")
+	}
+	if b.GetRateLimiter().TryAccept() {
+		t.Error("the second client took a token the first had spent: the buckets are not shared")
+	}
+}
+
+func withCodec(cfg *rest.Config) *rest.Config {
+	cfg.GroupVersion = &schema.GroupVersion{Version: "v1"}
+	cfg.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	cfg.APIPath = "/api"
+	return cfg
 }
 
 func TestLoadConfigNamesWhatItTried(t *testing.T) {

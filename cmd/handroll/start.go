@@ -160,7 +160,9 @@ func start(ctx context.Context, o options) error {
 	// Events get a client, and so a rate limiter, of their own, as
 	// kube-scheduler's do: they are best-effort, and a burst of them (one
 	// per child created) must not hold back the writes that converge.
-	eventClient, err := kubernetes.NewForConfig(rest.CopyConfig(cfg))
+	eventConfig := rest.CopyConfig(cfg)
+	eventConfig.RateLimiter = nil // a bucket of its own, from QPS and Burst
+	eventClient, err := kubernetes.NewForConfig(eventConfig)
 	if err != nil {
 		return err
 	}

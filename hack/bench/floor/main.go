@@ -29,6 +29,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/flowcontrol"
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	"github.com/handroll/handroll/pkg/controller/webapp"
@@ -61,6 +62,10 @@ func run() error {
 		return err
 	}
 	cfg.QPS, cfg.Burst = *qps, *burst
+	// One bucket for both clientsets, as the operators have.
+	if *qps > 0 {
+		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(*qps, *burst)
+	}
 	cfg.UserAgent = "handroll-bench-floor"
 	client, err := clientset.NewForConfig(cfg)
 	if err != nil {

@@ -17,7 +17,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -126,6 +128,16 @@ func run(o options) error {
 		return err
 	}
 	cfg.QPS, cfg.Burst, cfg.Timeout = o.kubeAPIQPS, o.kubeAPIBurst, o.kubeAPITimeout
+	// One bucket for the process, as handroll has: controller-runtime's
+	// client otherwise builds a REST client, and so a token bucket, per
+	// resource type, which multiplies the rate the flags name. Leader
+	// election gets a bucket of its own, as in handroll: renewals must not
+	// queue behind reconciles (the Manager would copy the shared one).
+	if o.kubeAPIQPS > 0 {
+		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(o.kubeAPIQPS, o.kubeAPIBurst)
+	}
+	leaderCfg := rest.CopyConfig(cfg)
+	leaderCfg.RateLimiter = nil
 	s, err := scheme.New()
 	if err != nil {
 		return err
@@ -172,6 +184,7 @@ func run(o options) error {
 		},
 		LeaderElection:                o.leader.Enabled,
 		LeaderElectionResourceLock:    resourcelock.LeasesResourceLock,
+		LeaderElectionConfig:          leaderCfg,
 		LeaderElectionID:              o.leader.LeaseName,
 		LeaderElectionNamespace:       leaseNamespace,
 		LeaderElectionReleaseOnCancel: o.leader.ReleaseOnCancel,
