@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"runtime/debug"
 
@@ -57,17 +56,8 @@ var ConversionReviewVersion = schema.GroupVersion{Group: "apiextensions.k8s.io",
 // API server requires: it either gets every object converted or none.
 func ServeConversion(s *runtime.Scheme) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !guardWebhookRequest(w, r) {
-			return
-		}
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			var tooLarge *http.MaxBytesError
-			if errors.As(err, &tooLarge) {
-				http.Error(w, tooLargeMessage, http.StatusRequestEntityTooLarge)
-				return
-			}
-			http.Error(w, fmt.Sprintf("reading request body: %v", err), http.StatusBadRequest)
+		body, ok := readWebhookBody(w, r)
+		if !ok {
 			return
 		}
 		review, msg := decodeConversionReview(body)

@@ -133,6 +133,26 @@ func guardWebhookRequest(w http.ResponseWriter, r *http.Request) bool {
 
 var tooLargeMessage = fmt.Sprintf("request body larger than %d bytes", MaxWebhookRequestBytes)
 
+// readWebhookBody guards the request as WebhookMux does (so that a handler
+// is safe on its own too) and reads its body, answering the request itself
+// when it cannot: 405, 415, 413, or 400 for a body that fails to arrive.
+func readWebhookBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	if !guardWebhookRequest(w, r) {
+		return nil, false
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			http.Error(w, tooLargeMessage, http.StatusRequestEntityTooLarge)
+			return nil, false
+		}
+		http.Error(w, fmt.Sprintf("reading request body: %v", err), http.StatusBadRequest)
+		return nil, false
+	}
+	return body, true
+}
+
 // ServeAdmission turns a review function into a handler for AdmissionReview
 // admission.k8s.io/v1, which is what controller-runtime's admission.Webhook
 // and its http.go do for a Handler. It guards the request as WebhookMux does
@@ -148,17 +168,8 @@ var tooLargeMessage = fmt.Sprintf("request body larger than %d bytes", MaxWebhoo
 // bad object cannot take down the server that admits every other.
 func ServeAdmission(review func(*admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !guardWebhookRequest(w, r) {
-			return
-		}
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			var tooLarge *http.MaxBytesError
-			if errors.As(err, &tooLarge) {
-				http.Error(w, tooLargeMessage, http.StatusRequestEntityTooLarge)
-				return
-			}
-			http.Error(w, fmt.Sprintf("reading request body: %v", err), http.StatusBadRequest)
+		body, ok := readWebhookBody(w, r)
+		if !ok {
 			return
 		}
 		ar, msg := decodeAdmissionReview(body)

@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
-	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/handroll/handroll/pkg/certs"
 	"github.com/handroll/handroll/pkg/server"
+	"github.com/handroll/handroll/test/operator"
 )
 
 // servedCerts is the Manager as the webhook server's CertificateSource,
@@ -118,7 +118,7 @@ func TestRotationWhileServing(t *testing.T) {
 	kube := env.KubeClient(t)
 	name := "rotation-" + ns
 
-	port := freePort(t)
+	port := operator.FreePort(t)
 	opts := certs.Options{
 		Namespace: ns, ServiceName: "handroll-webhook",
 		URL:                   fmt.Sprintf("https://127.0.0.1:%d", port),
@@ -301,14 +301,4 @@ func nextCert(data []byte) (*x509.Certificate, []byte) {
 			}
 		}
 	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

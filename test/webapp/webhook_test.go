@@ -3,7 +3,6 @@ package webapp
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +17,7 @@ import (
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	"github.com/handroll/handroll/pkg/generated/clientset/versioned"
 	"github.com/handroll/handroll/test/controlplane"
+	"github.com/handroll/handroll/test/operator"
 )
 
 // warnings collects the API server's warning headers.
@@ -44,7 +44,7 @@ func TestAPIServerCallsTheWebhooks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := freePort(t)
+	port := operator.FreePort(t)
 	startOperator(t, fmt.Sprintf("--webhook-port=%d", port), "--webhook-cert-dir="+certDir)
 
 	// Only this test's namespace goes through the webhooks.
@@ -141,14 +141,4 @@ func TestAPIServerCallsTheWebhooks(t *testing.T) {
 	if _, err := hc.HandrollV1().WebApps(ns).Get(ctx, "untagged", metav1.GetOptions{}); apierrors.IsNotFound(err) {
 		t.Error("the allowed WebApp was not stored")
 	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
