@@ -89,7 +89,9 @@ test: testbin ## Run unit, integration and end-to-end tests, then a short fuzz o
 FUZZ_TARGETS := \
   ./pkg/apis/handroll/v1alpha1:FuzzRoundTripFromV1 \
   ./pkg/apis/handroll/v1alpha1:FuzzRoundTripFromV1alpha1 \
-  ./pkg/apis/handroll/v1alpha1:FuzzV1SpecAnnotation
+  ./pkg/apis/handroll/v1alpha1:FuzzV1SpecAnnotation \
+  ./pkg/admission:FuzzAdmissionReview \
+  ./pkg/controller/webapp:FuzzDesiredState
 FUZZTIME       ?= 60s
 FUZZTIME_SHORT ?= 2000x
 
