@@ -1,0 +1,153 @@
+package webapp
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/handroll/handroll/pkg/admission"
+	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
+	"github.com/handroll/handroll/test/controlplane"
+	"github.com/handroll/handroll/test/operator"
+)
+
+// TestMalformedWebhookBodies sends the webhook server what no API server
+// would: empty bodies, truncated JSON, the wrong review kind, 10 MiB. Each is
+// answered with a 4xx and a message, and the process stays ready and keeps
+// answering well-formed reviews.
+func TestMalformedWebhookBodies(t *testing.T) {
+	certDir := t.TempDir()
+	caBundle, err := controlplane.WriteServingCertificate(certDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := operator.FreePort(t)
+	op, _ := startOperator(t, fmt.Sprintf("--webhook-port=%d", port), "--webhook-cert-dir="+certDir)
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caBundle) {
+		t.Fatal("no CA in the bundle")
+	}
+	client := &http.Client{
+		Timeout:   30 * time.Second,
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}},
+	}
+	post := func(path string, body []byte) (int, string) {
+		t.Helper()
+		resp, err := client.Post(fmt.Sprintf("https://127.0.0.1:%d%s", port, path), "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatalf("POST %s: %v", path, err)
+		}
+		defer resp.Body.Close()
+		msg, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(msg)
+	}
+
+	valid := `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u1",` +
+		`"kind":{"group":"handroll.dev","version":"v1","kind":"WebApp"},"operation":"CREATE",` +
+		`"object":{"apiVersion":"handroll.dev/v1","kind":"WebApp","metadata":{"name":"a","namespace":"n"},"spec":{"image":"nginx:1.27"}}}}`
+	huge := append([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"`),
+		bytes.Repeat([]byte("x"), 10<<20)...)
+	huge = append(huge, `"}}`...)
+	bodies := []struct {
+		name string
+		body []byte
+		want int
+	}{
+		{"empty", nil, http.StatusBadRequest},
+		{"white space", []byte("  \n"), http.StatusBadRequest},
+		{"truncated", []byte(valid[:len(valid)/2]), http.StatusBadRequest},
+		{"not an object", []byte(`[1,2,3]`), http.StatusBadRequest},
+		{"a ConversionReview", []byte(`{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"u"}}`), http.StatusBadRequest},
+		{"no request", []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}`), http.StatusBadRequest},
+		{"10 MiB", huge, http.StatusRequestEntityTooLarge},
+	}
+	for _, path := range []string{admission.DefaulterPath, admission.ValidatorPath, "/convert"} {
+		for _, b := range bodies {
+			want := b.want
+			if path == "/convert" && b.name == "a ConversionReview" {
+				continue // well-formed there
+			}
+			code, msg := post(path, b.body)
+			if code != want || strings.TrimSpace(msg) == "" {
+				t.Errorf("%s, %s: %d %q, want %d with a message", path, b.name, code, msg, want)
+			}
+		}
+	}
+	code, msg := post(admission.ValidatorPath, []byte(valid))
+	if code != http.StatusOK || !strings.Contains(msg, `"uid":"u1"`) {
+		t.Errorf("a well-formed review after the bad ones: %d %s", code, msg)
+	}
+	if code, body := op.Readyz(t); code != http.StatusOK {
+		t.Errorf("not ready after the bad requests: %d %s", code, body)
+	}
+}
+
+// TestValuesAtTheirLimits: a WebApp with a 63-character name, 50 replicas
+// and exactly 1 MiB of config passes the schema, CEL and the webhooks, and
+// converges: the ConfigMap child holds the whole config.
+func TestValuesAtTheirLimits(t *testing.T) {
+	ns := env.Namespace(t)
+	configuration := "handroll-" + ns
+	installWebhookConfigurations(t, configuration, ns)
+	args, url := webhookArgs(t, configuration)
+	startOperator(t, args...)
+	waitInjected(t, configuration, url)
+
+	name := "a" + strings.Repeat("b", 61) + "c"
+	key := "app.conf"
+	w := &handrollv1.WebApp{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: handrollv1.WebAppSpec{
+			Image:    "nginx:1.27",
+			Replicas: ptr.To(handrollv1.MaxReplicas),
+			Config:   map[string]string{key: strings.Repeat("x", handrollv1.MaxConfigBytes-len(key))},
+		},
+	}
+	ctx := context.Background()
+	hc := handrollClient(t)
+	var createErr error
+	eventually(t, "the WebApp at its limits is admitted", func(ctx context.Context) (bool, error) {
+		_, createErr = hc.HandrollV1().WebApps(ns).Create(ctx, w, metav1.CreateOptions{})
+		return createErr == nil, nil
+	})
+	got := converged(t, ns, name)
+	if ptr.Deref(got.Spec.Replicas, 0) != handrollv1.MaxReplicas {
+		t.Errorf("replicas %v", got.Spec.Replicas)
+	}
+	d := getDeployment(t, ns, name)
+	if ptr.Deref(d.Spec.Replicas, 0) != handrollv1.MaxReplicas {
+		t.Errorf("the Deployment has %v replicas, want %d", d.Spec.Replicas, handrollv1.MaxReplicas)
+	}
+	cm, err := kubeClient(t).CoreV1().ConfigMaps(ns).Get(ctx, handrollv1.OwnedConfigMapName(name), metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the ConfigMap child of a 63-character WebApp: %v", err)
+	}
+	if len(cm.Data[key]) != handrollv1.MaxConfigBytes-len(key) {
+		t.Errorf("the ConfigMap holds %d bytes of config, want %d", len(cm.Data[key]), handrollv1.MaxConfigBytes-len(key))
+	}
+	// One byte more is refused, naming the field.
+	over := w.DeepCopy()
+	over.Name = "over"
+	over.Spec.Config[key] += "x"
+	if _, err := hc.HandrollV1().WebApps(ns).Create(ctx, over, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "spec.config") {
+		t.Errorf("1 MiB + 1 byte of config: %v, want a rejection naming spec.config", err)
+	}
+
+	if err := hc.HandrollV1().WebApps(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the WebApp is gone", func(ctx context.Context) (bool, error) {
+		l, err := hc.HandrollV1().WebApps(ns).List(ctx, metav1.ListOptions{})
+		return err == nil && len(l.Items) == 0, nil
+	})
+}
