@@ -164,3 +164,84 @@ func TestColdStandby(t *testing.T) {
 		t.Errorf("the new leader never reported its caches synced:\n%s", standby.Log())
 	}
 }
+
+// TestGracefulShutdownUnderLoad: SIGTERM while 60 WebApps converge. The
+// operator finishes the reconciles in flight, flushes its events, releases
+// the Lease and exits 0 within --graceful-shutdown-timeout; what it had not
+// reached is left for the next leader, which converges everything.
+func TestGracefulShutdownUnderLoad(t *testing.T) {
+	opNS := env.Namespace(t)
+	ns := env.Namespace(t)
+	args := []string{
+		"--operator-namespace=" + opNS,
+		"--leader-elect-resource-namespace=" + opNS,
+		"--graceful-shutdown-timeout=20s",
+		// Slow enough that convergence is still under way at the signal.
+		"--kube-api-qps=10", "--kube-api-burst=10",
+	}
+	op := operator.Start(t, env.Kubeconfig, args...)
+	leaderOf(t, []*operator.Operator{op})
+	const n = 60
+	for i := range n {
+		createWebApp(t, &handrollv1.WebApp{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("w%02d", i), Namespace: ns},
+			Spec:       handrollv1.WebAppSpec{Image: "nginx:1.27"},
+		})
+	}
+	convergedCount := func(ctx context.Context) int {
+		l, err := handrollClient(t).HandrollV1().WebApps(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return 0
+		}
+		c := 0
+		for _, w := range l.Items {
+			if w.Status.ObservedGeneration == w.Generation {
+				c++
+			}
+		}
+		return c
+	}
+	eventually(t, "some WebApps converge", func(ctx context.Context) (bool, error) {
+		return convergedCount(ctx) >= 3, nil
+	})
+	before := convergedCount(context.Background())
+	if before == n {
+		t.Fatal("everything converged before the signal: the test shows nothing")
+	}
+
+	if err := op.Stop(t, syscall.SIGTERM, 25*time.Second); err != nil {
+		t.Fatalf("exit after SIGTERM under load: %v\n%s", err, op.Log())
+	}
+	log := op.Log()
+	for _, want := range []string{"All workers finished", "Released the lease"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the log does not say %q", want)
+		}
+	}
+	if strings.Contains(log, "Some events may not have been written") {
+		t.Error("events were left unwritten at the stop")
+	}
+	lease, err := kubeClient(t).CoordinationV1().Leases(opNS).Get(context.Background(), "handroll-leader", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := lease.Spec.HolderIdentity; h != nil && *h != "" {
+		t.Errorf("the Lease still names %q after a graceful stop", *h)
+	}
+	t.Logf("%d of %d WebApps had converged at the signal", before, n)
+
+	next := operator.Start(t, env.Kubeconfig, args[:3]...)
+	leaderOf(t, []*operator.Operator{next})
+	for i := range n {
+		converged(t, ns, fmt.Sprintf("w%02d", i))
+	}
+	for i := range n {
+		if err := handrollClient(t).HandrollV1().WebApps(ns).Delete(context.Background(), fmt.Sprintf("w%02d", i), metav1.DeleteOptions{}); err != nil {
+			t.Error(err)
+		}
+	}
+	eventually(t, "the WebApps are gone", func(ctx context.Context) (bool, error) {
+		l, err := handrollClient(t).HandrollV1().WebApps(ns).List(ctx, metav1.ListOptions{})
+		return err == nil && len(l.Items) == 0, nil
+	})
+}
