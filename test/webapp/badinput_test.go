@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -150,4 +151,65 @@ func TestValuesAtTheirLimits(t *testing.T) {
 		l, err := hc.HandrollV1().WebApps(ns).List(ctx, metav1.ListOptions{})
 		return err == nil && len(l.Items) == 0, nil
 	})
+}
+
+// TestWebhookRejections: what neither the schema nor CEL can check, the
+// validating webhook refuses through the API server, naming the field. With
+// test/integration's schema and CEL cases, these make the full list of
+// invalid WebApps.
+func TestWebhookRejections(t *testing.T) {
+	ns := env.Namespace(t)
+	configuration := "handroll-" + ns
+	installWebhookConfigurations(t, configuration, ns)
+	args, url := webhookArgs(t, configuration)
+	startOperator(t, args...)
+	waitInjected(t, configuration, url)
+
+	half := strings.Repeat("x", handrollv1.MaxConfigBytes/2)
+	cases := []struct {
+		name   string
+		mutate func(*handrollv1.WebApp)
+		field  string
+	}{
+		{"reserved env prefix", func(w *handrollv1.WebApp) { w.Spec.Env = []corev1.EnvVar{{Name: "HANDROLL_URL", Value: "x"}} }, "spec.env[0].name"},
+		{"env name starting with a digit", func(w *handrollv1.WebApp) { w.Spec.Env = []corev1.EnvVar{{Name: "1VAR", Value: "x"}} }, "spec.env[0].name"},
+		{"env name with =", func(w *handrollv1.WebApp) { w.Spec.Env = []corev1.EnvVar{{Name: "A=B", Value: "x"}} }, "spec.env[0].name"},
+		{"env value and valueFrom", func(w *handrollv1.WebApp) {
+			w.Spec.Env = []corev1.EnvVar{{Name: "A", Value: "1", ValueFrom: &corev1.EnvVarSource{
+				FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}
+		}, "spec.env[0].valueFrom"},
+		{"image with upper case", func(w *handrollv1.WebApp) { w.Spec.Image = "Nginx" }, "spec.image"},
+		{"image with an empty tag", func(w *handrollv1.WebApp) { w.Spec.Image = "nginx:" }, "spec.image"},
+		{"image with a short digest", func(w *handrollv1.WebApp) { w.Spec.Image = "nginx@sha256:abc" }, "spec.image"},
+		{"image with an empty path component", func(w *handrollv1.WebApp) { w.Spec.Image = "registry.example/a//b" }, "spec.image"},
+		{"image with a 129-character tag", func(w *handrollv1.WebApp) { w.Spec.Image = "nginx:" + strings.Repeat("t", 129) }, "spec.image"},
+		{"config over 1 MiB in total", func(w *handrollv1.WebApp) { w.Spec.Config = map[string]string{"a": half, "b": half} }, "spec.config"},
+		{"the conversion annotation on v1", func(w *handrollv1.WebApp) {
+			w.Annotations = map[string]string{handrollv1.V1SpecAnnotation: "{}"}
+		}, "metadata.annotations[handroll.dev/v1-spec]"},
+	}
+	hc := handrollClient(t)
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &handrollv1.WebApp{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bad-%d", i), Namespace: ns},
+				Spec:       handrollv1.WebAppSpec{Image: "nginx:1.27"},
+			}
+			tc.mutate(w)
+			var err error
+			eventually(t, "a rejection", func(ctx context.Context) (bool, error) {
+				var created *handrollv1.WebApp
+				created, err = hc.HandrollV1().WebApps(ns).Create(ctx, w, metav1.CreateOptions{})
+				if err == nil {
+					// The API server had not seen the webhook yet: undo, retry.
+					_ = hc.HandrollV1().WebApps(ns).Delete(ctx, created.Name, metav1.DeleteOptions{})
+					return false, nil
+				}
+				return true, nil
+			})
+			if !strings.Contains(err.Error(), tc.field) {
+				t.Errorf("rejected without naming %s: %v", tc.field, err)
+			}
+		})
+	}
 }
