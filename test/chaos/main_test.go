@@ -1,0 +1,22 @@
+// Package chaos puts handroll through faults on a real control plane:
+// crashes at random points, and what follows them. Its tests take minutes,
+// so they run with `make test-chaos` (HANDROLL_CHAOS=1), not `make test`.
+package chaos
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/handroll/handroll/test/controlplane"
+)
+
+var env *controlplane.ControlPlane
+
+func TestMain(m *testing.M) {
+	if os.Getenv("HANDROLL_CHAOS") != "1" {
+		fmt.Println("test/chaos: skipped; run with HANDROLL_CHAOS=1 (make test-chaos)")
+		os.Exit(0)
+	}
+	os.Exit(controlplane.RunTests(m, controlplane.Options{}, &env))
+}
