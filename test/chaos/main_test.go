@@ -1,5 +1,5 @@
 // Package chaos puts handroll through faults on a real control plane:
-// crashes at random points, a throttled client. Its tests take minutes,
+// crashes at random points, and what follows them. Its tests take minutes,
 // so they run with `make test-chaos` (HANDROLL_CHAOS=1), not `make test`.
 package chaos
 
