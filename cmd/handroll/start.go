@@ -89,6 +89,18 @@ func start(ctx context.Context, o options) error {
 	health.AddLivenessCheck(server.Ping)
 	health.AddLivenessCheck(elector.HealthCheck())
 	health.AddReadinessCheck(server.Ping)
+	// The API server's own readiness: an outage (the API server or its etcd
+	// down, or unreachable) shows in /readyz. Its client has a limiter of
+	// its own, and the check asks at most once a second however often it
+	// is probed.
+	probeConfig := rest.CopyConfig(cfg)
+	probeConfig.RateLimiter = nil
+	probeConfig.QPS, probeConfig.Burst = 1, 1
+	probeClient, err := kubernetes.NewForConfig(probeConfig)
+	if err != nil {
+		return err
+	}
+	health.AddReadinessCheck(server.APIServerCheck(probeClient.Discovery().RESTClient(), time.Second, 5*time.Second))
 	var servers []*server.Server
 	if o.metricsAddr != "0" {
 		mux := http.NewServeMux()
