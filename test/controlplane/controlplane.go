@@ -246,11 +246,19 @@ func (cp *ControlPlane) start(ctx context.Context, name, bin string, args []stri
 	cp.logf("starting %s", name)
 	p, err := startProcess(name, bin, args, filepath.Join(cp.Dir, "logs"), filepath.Join(cp.Dir, "pids"), detach)
 	if p != nil {
+		p.bin, p.args, p.detach, p.ready = bin, args, detach, ready
 		cp.Processes = append(cp.Processes, p)
 	}
 	if err != nil {
 		return err
 	}
+	return cp.waitStarted(ctx, p, began)
+}
+
+// waitStarted waits for p's readiness probe or, without one, a short
+// settle time, failing early if the process exits.
+func (cp *ControlPlane) waitStarted(ctx context.Context, p *Process, began time.Time) error {
+	ready := p.ready
 	if ready == nil {
 		// Components without a probe here must at least stay up.
 		ready = func() error { return nil }
@@ -262,8 +270,57 @@ func (cp *ControlPlane) start(ctx context.Context, name, bin string, args []stri
 	if err := cp.waitFor(ctx, p, 90*time.Second, ready); err != nil {
 		return err
 	}
-	cp.logf("%s ready in %s", name, time.Since(began).Round(time.Millisecond))
+	cp.logf("%s ready in %s", p.Name, time.Since(began).Round(time.Millisecond))
 	return nil
+}
+
+// StopComponent stops one component, such as "kube-apiserver" or "etcd",
+// as an outage would: SIGTERM, then SIGKILL after grace. The others keep
+// running. StartComponent brings it back.
+func (cp *ControlPlane) StopComponent(name string, grace time.Duration) error {
+	p, _, err := cp.component(name)
+	if err != nil {
+		return err
+	}
+	cp.logf("stopping %s", name)
+	return p.stop(grace)
+}
+
+// StartComponent starts a component stopped by StopComponent again, with
+// the same binary, flags, data directory and ports, and waits until it is
+// ready.
+func (cp *ControlPlane) StartComponent(ctx context.Context, name string) error {
+	p, i, err := cp.component(name)
+	if err != nil {
+		return err
+	}
+	if p.Running() {
+		return fmt.Errorf("%s is running", name)
+	}
+	if p.bin == "" {
+		return fmt.Errorf("%s was not started by this process; it cannot be restarted", name)
+	}
+	began := time.Now()
+	cp.logf("starting %s again", name)
+	np, err := startProcess(name, p.bin, p.args, filepath.Join(cp.Dir, "logs"), filepath.Join(cp.Dir, "pids"), p.detach)
+	if np == nil {
+		return err
+	}
+	np.bin, np.args, np.detach, np.ready = p.bin, p.args, p.detach, p.ready
+	cp.Processes[i] = np
+	if err != nil {
+		return err
+	}
+	return cp.waitStarted(ctx, np, began)
+}
+
+func (cp *ControlPlane) component(name string) (*Process, int, error) {
+	for i, p := range cp.Processes {
+		if p.Name == name {
+			return p, i, nil
+		}
+	}
+	return nil, 0, fmt.Errorf("no component named %q", name)
 }
 
 // waitFor polls ready until it succeeds, p exits, or the timeout passes.

@@ -162,3 +162,54 @@ func TestStartupFailureNamesTheComponent(t *testing.T) {
 		}
 	}
 }
+
+// TestStopAndStartComponents: etcd and kube-apiserver can each be stopped
+// and started again, with their data and ports, as the outage tests do.
+func TestStopAndStartComponents(t *testing.T) {
+	cp := startForTest(t, Options{})
+	defer cp.Stop()
+	ctx := context.Background()
+
+	if err := cp.StopComponent("etcd", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := cp.Ready(ctx); err == nil {
+		t.Error("the API server reports ready with etcd stopped")
+	}
+	if err := cp.StartComponent(ctx, "etcd"); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, cp)
+
+	if err := cp.StopComponent("kube-apiserver", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if up, down := cp.Running(); len(down) != 1 || down[0] != "kube-apiserver" {
+		t.Errorf("running %v, stopped %v; want only kube-apiserver stopped", up, down)
+	}
+	if err := cp.StartComponent(ctx, "kube-apiserver"); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, cp)
+	if err := cp.StartComponent(ctx, "kube-apiserver"); err == nil {
+		t.Error("starting a running component succeeded")
+	}
+	if err := cp.StopComponent("no-such", time.Second); err == nil {
+		t.Error("stopping an unknown component succeeded")
+	}
+}
+
+func waitReady(t *testing.T, cp *ControlPlane) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := cp.Ready(context.Background())
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the API server is not ready a minute after the restart: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

@@ -24,6 +24,13 @@ type Process struct {
 	cmd    *exec.Cmd
 	exited chan struct{} // closed when cmd has been waited for
 	err    error         // cmd.Wait's result, valid after exited is closed
+
+	// How it was started, for StartComponent: the same binary, flags, data
+	// and ports. Unset on a process found through Load.
+	bin    string
+	args   []string
+	detach bool
+	ready  func() error
 }
 
 // startProcess starts bin with args, sending its output to dir/name.log.
