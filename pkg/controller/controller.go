@@ -80,6 +80,16 @@ type Options struct {
 	// RegisterWorkqueueMetrics).
 	Registerer prometheus.Registerer
 
+	// Journal, when set, records the start and end of every reconcile.
+	Journal Journal
+
+	// IsUnavailable tells a reconcile error that means the API server is
+	// unavailable. While reconciles keep failing so, every worker pauses
+	// before its next reconcile, for 250ms doubling up to 10s, until one
+	// succeeds. Default APIUnavailable; a function that always returns
+	// false leaves only the per-key backoff.
+	IsUnavailable func(error) bool
+
 	// Logger is the base logger; "controller"=Name is added. The zero
 	// Logger means klog.Background(). (logr.Discard() is that zero Logger
 	// too: to silence the controller, give it a logger that writes nowhere.)
@@ -108,6 +118,9 @@ type Controller struct {
 	timeout         time.Duration
 	recoverPanic    bool
 	shutdownTimeout time.Duration
+	journal         Journal
+	isUnavailable   func(error) bool
+	unavailable     *unavailability
 	logger          klog.Logger
 	metrics         *controllerMetrics
 	// queueMetrics is nil when Options.Registerer is nil: the workqueue then
@@ -151,7 +164,12 @@ func New(opts Options, r Reconciler) (*Controller, error) {
 		timeout:         opts.ReconciliationTimeout,
 		recoverPanic:    opts.RecoverPanic == nil || *opts.RecoverPanic,
 		shutdownTimeout: opts.ShutdownTimeout,
+		journal:         opts.Journal,
+		isUnavailable:   opts.IsUnavailable,
 		logger:          opts.Logger,
+	}
+	if c.isUnavailable == nil {
+		c.isUnavailable = APIUnavailable
 	}
 	if c.workers <= 0 {
 		c.workers = 1
@@ -166,6 +184,7 @@ func New(opts Options, r Reconciler) (*Controller, error) {
 		c.logger = klog.Background()
 	}
 	c.logger = c.logger.WithValues("controller", c.name)
+	c.unavailable = &unavailability{logger: c.logger}
 
 	var err error
 	if c.metrics, err = newControllerMetrics(opts.Registerer); err != nil {
@@ -367,6 +386,13 @@ func (c *Controller) processNextWorkItem(stopCtx, workCtx context.Context, queue
 		return false
 	}
 
+	// While the API server is unavailable, no worker starts a reconcile
+	// before the shared pause is over. A stop during the pause leaves the
+	// key, as above.
+	if !c.unavailable.wait(stopCtx) {
+		return false
+	}
+
 	active := c.metrics.activeWorkers.WithLabelValues(c.name)
 	active.Inc()
 	defer active.Dec()
@@ -399,7 +425,19 @@ func (c *Controller) reconcileHandler(ctx context.Context, queue workqueue.Typed
 	logger := c.logger.WithValues("object", klog.KRef(req.Namespace, req.Name), "reconcileID", uuid.NewUUID())
 	ctx = klog.NewContext(ctx, logger)
 
+	var end func(error)
+	if c.journal != nil {
+		end = c.journal.Begin(c.name, req)
+	}
 	result, err := c.reconcile(ctx, req)
+	if end != nil {
+		end(err)
+	}
+	if err != nil && c.isUnavailable(err) {
+		c.unavailable.failed(start)
+	} else {
+		c.unavailable.answered()
+	}
 	switch {
 	case err != nil:
 		if IsTerminal(err) {
