@@ -44,6 +44,7 @@ type options struct {
 
 	maxConcurrentReconciles int
 	operatorNamespace       string
+	reconcileJournal        string
 	leader                  leader.Options
 
 	showVersion bool
@@ -72,6 +73,8 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.namespaces, "namespaces", nil, "Namespaces to watch, comma-separated; empty watches all (cache.Options.DefaultNamespaces).")
 	fs.DurationVar(&o.syncPeriod, "sync-period", 10*time.Hour, "How often the informers resync every cached object (cache.Options.SyncPeriod); 0 disables resyncs.")
 	fs.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", 4, "WebApps reconciled in parallel (controller.Options.MaxConcurrentReconciles).")
+	fs.StringVar(&o.reconcileJournal, "reconcile-journal", "",
+		"File to which every reconcile's start and end are appended as JSON lines, with this replica's leader election identity: an audit of who reconciled what, when. Empty: none.")
 	fs.StringVar(&o.operatorNamespace, "operator-namespace", "handroll-system", "Namespace of the operator's own objects: the webapp-directory ConfigMap.")
 	fs.BoolVar(&o.showVersion, "version", false, "Print the version and Go build information, then exit.")
 }

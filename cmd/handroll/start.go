@@ -221,6 +221,21 @@ func start(ctx context.Context, o options) error {
 
 	// Step 9 — controllers (controller.New + builder.For/Owns/Watches).
 	controller.RegisterWorkqueueMetrics(registry)
+	var journal controller.Journal
+	if o.reconcileJournal != "" {
+		replica := elector.Identity()
+		if replica == "" {
+			if replica, err = leader.NewIdentity(); err != nil {
+				return err
+			}
+		}
+		j, err := controller.OpenJournal(o.reconcileJournal, replica)
+		if err != nil {
+			return err
+		}
+		defer j.Close()
+		journal = j
+	}
 	webappController, err := webapp.NewController(&webapp.Reconciler{
 		WebApps:               caches.WebAppLister(),
 		Deployments:           caches.DeploymentLister(),
@@ -235,6 +250,7 @@ func start(ctx context.Context, o options) error {
 		MaxConcurrentReconciles: o.maxConcurrentReconciles,
 		Registerer:              registry,
 		ShutdownTimeout:         o.shutdownTimeout,
+		Journal:                 journal,
 	})
 	if err != nil {
 		return err

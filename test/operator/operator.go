@@ -81,8 +81,26 @@ type Operator struct {
 	MetricsAddr string
 	HealthAddr  string
 	exited      chan struct{}
+	exitedAt    time.Time // when Wait returned; set before exited is closed
 	waitErr     error
 }
+
+// Exited is closed once the process has exited.
+func (o *Operator) Exited() <-chan struct{} { return o.exited }
+
+// ExitedAt returns when the process was seen to exit, an upper bound of its
+// last instruction; ok is false while it runs.
+func (o *Operator) ExitedAt() (at time.Time, ok bool) {
+	select {
+	case <-o.exited:
+		return o.exitedAt, true
+	default:
+		return time.Time{}, false
+	}
+}
+
+// PID is the process's id.
+func (o *Operator) PID() int { return o.cmd.Process.Pid }
 
 // Start runs handroll against kubeconfig with args added to the flags that
 // bind its servers to free loopback ports, and waits until /readyz passes.
@@ -129,6 +147,7 @@ func Launch(t testing.TB, kubeconfig string, args ...string) *Operator {
 	}
 	go func() {
 		o.waitErr = o.cmd.Wait()
+		o.exitedAt = time.Now()
 		close(o.exited)
 	}()
 	t.Cleanup(func() {
