@@ -1,6 +1,8 @@
 // Package chaos puts handroll through faults on a real control plane:
-// crashes at random points, and what follows them. Its tests take minutes,
-// so they run with `make test-chaos` (HANDROLL_CHAOS=1), not `make test`.
+// SIGKILLs at random points, kube-apiserver and etcd outages, partitions of
+// the leader from the API server, and throttling (client-side QPS and API
+// Priority and Fairness). Its tests take minutes, so they run with
+// `make test-chaos` (HANDROLL_CHAOS=1), not `make test`.
 package chaos
 
 import (

@@ -157,7 +157,7 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 		// latency on small machines.
 		"--unsafe-no-fsync=true",
 		"--log-level=warn",
-	}, opts.Detach, func() error { return httpOK(ctx, nil, etcdURL+"/health") }); err != nil {
+	}, opts.Detach, func(ctx context.Context) error { return httpOK(ctx, nil, etcdURL+"/health") }); err != nil {
 		return nil, err
 	}
 
@@ -182,7 +182,7 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 		"--service-cluster-ip-range=10.96.0.0/16",
 		"--allow-privileged=true",
 		"--profiling=false",
-	}, opts.APIServerArgs...), opts.Detach, func() error { return httpOK(ctx, cp.Config, cp.Server+"/readyz") }); err != nil {
+	}, opts.APIServerArgs...), opts.Detach, func(ctx context.Context) error { return httpOK(ctx, cp.Config, cp.Server+"/readyz") }); err != nil {
 		return nil, err
 	}
 
@@ -241,7 +241,7 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 
 // start starts one component and waits for ready (when given) or for a
 // short settle time, failing early if the process exits.
-func (cp *ControlPlane) start(ctx context.Context, name, bin string, args []string, detach bool, ready func() error) error {
+func (cp *ControlPlane) start(ctx context.Context, name, bin string, args []string, detach bool, ready func(context.Context) error) error {
 	began := time.Now()
 	cp.logf("starting %s", name)
 	p, err := startProcess(name, bin, args, filepath.Join(cp.Dir, "logs"), filepath.Join(cp.Dir, "pids"), detach)
@@ -261,7 +261,7 @@ func (cp *ControlPlane) waitStarted(ctx context.Context, p *Process, began time.
 	ready := p.ready
 	if ready == nil {
 		// Components without a probe here must at least stay up.
-		ready = func() error { return nil }
+		ready = func(context.Context) error { return nil }
 		select {
 		case <-p.exited:
 		case <-time.After(500 * time.Millisecond):
@@ -324,14 +324,14 @@ func (cp *ControlPlane) component(name string) (*Process, int, error) {
 }
 
 // waitFor polls ready until it succeeds, p exits, or the timeout passes.
-func (cp *ControlPlane) waitFor(ctx context.Context, p *Process, timeout time.Duration, ready func() error) error {
+func (cp *ControlPlane) waitFor(ctx context.Context, p *Process, timeout time.Duration, ready func(context.Context) error) error {
 	deadline := time.Now().Add(timeout)
 	var last error
 	for {
 		if !p.Running() {
 			return p.exitError()
 		}
-		if last = ready(); last == nil {
+		if last = ready(ctx); last == nil {
 			return nil
 		}
 		if time.Now().After(deadline) {

@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -30,7 +31,7 @@ type Process struct {
 	bin    string
 	args   []string
 	detach bool
-	ready  func() error
+	ready  func(context.Context) error
 }
 
 // startProcess starts bin with args, sending its output to dir/name.log.

@@ -1,0 +1,157 @@
+package chaos
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/handroll/handroll/test/operator"
+)
+
+// The outage tests take kube-apiserver, then etcd, down in the middle of a
+// run for outageHold, and bring it back. The operator must keep running,
+// say so in /readyz, back off rather than storm (its requests during the
+// outage are counted), and converge after recovery without a restart.
+//
+// They run one replica with --leader-elect=false. With leader election, a
+// leader that cannot renew its Lease for the renew deadline gives it up and
+// exits, as kube-controller-manager does: it cannot tell an outage from a
+// partition that lets a standby take over (TestPartitionsNeverOverlap).
+const outageHold = 30 * time.Second
+
+func TestAPIServerOutage(t *testing.T) { outage(t, "kube-apiserver") }
+
+func TestEtcdOutage(t *testing.T) { outage(t, "etcd") }
+
+func outage(t *testing.T, component string) {
+	const n = 100
+	opNS := env.Namespace(t)
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	hc := env.HandrollClient(t)
+	op := operator.Start(t, env.Kubeconfig, "--operator-namespace="+opNS, "--leader-elect=false")
+	createWebApps(t, ns, "o", n)
+
+	// Mid-run: some converged, most not.
+	var before int
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		c, err := convergedIn(ctx, t, ns)
+		before = c
+		return c >= 10, err
+	}); err != nil {
+		t.Fatalf("nothing converged before the outage: %v", err)
+	}
+
+	requestsBefore := op.Requests(t)
+	// SIGKILL, as a crashed or powered-off node would go: a graceful
+	// kube-apiserver drains its requests for seconds first.
+	if err := env.StopComponent(component, 0); err != nil {
+		t.Fatal(err)
+	}
+	down := time.Now()
+	t.Cleanup(func() {
+		// A failed test must not leave the package's control plane down.
+		if up, _ := env.Running(); !slices.Contains(up, component) {
+			_ = env.StartComponent(context.Background(), component)
+		}
+	})
+	t.Logf("%s stopped with %d of %d WebApps converged", component, before, n)
+
+	// /readyz reports the outage, naming the API server.
+	var reported time.Duration
+	var body string
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, outageHold, true, func(context.Context) (bool, error) {
+		var code int
+		code, body = op.Readyz(t)
+		reported = time.Since(down)
+		return code == http.StatusInternalServerError && strings.Contains(body, "[-]api-server failed"), nil
+	}); err != nil {
+		t.Fatalf("/readyz did not report the outage within %s; it said:\n%s", outageHold, body)
+	}
+	t.Logf("/readyz reported the outage %s after the stop:\n%s", reported.Round(time.Millisecond), body)
+
+	time.Sleep(time.Until(down.Add(outageHold)))
+	if _, exited := op.ExitedAt(); exited {
+		t.Fatalf("handroll exited during the outage:\n%s", op.Log())
+	}
+	requestsAfter := op.Requests(t)
+	held := time.Since(down)
+	requestsDuring := 0.0
+	byMethod := map[string]float64{}
+	for method, n := range requestsAfter {
+		if d := n - requestsBefore[method]; d > 0 {
+			byMethod[method] = d
+			requestsDuring += d
+		}
+	}
+	t.Logf("%.0f requests in %s of outage (%.1f per second), by method %v", requestsDuring, held.Round(time.Second), requestsDuring/held.Seconds(), byMethod)
+	// Per-key backoff alone lets failing reconciles through at the
+	// workqueue's overall 10 per second (17 per second in all were measured
+	// so). With the workers' shared pause (250 ms doubling to 10 s) and the
+	// reflectors' backoff (0.8 s doubling to 30 s), a handful per second at
+	// the start of an outage, fewer as it lasts.
+	if perSecond := requestsDuring / held.Seconds(); perSecond > 5 {
+		t.Errorf("%.1f requests per second during the outage: a request storm, not backoff", perSecond)
+	}
+
+	if err := env.StartComponent(ctx, component); err != nil {
+		t.Fatal(err)
+	}
+	back := time.Now()
+	// Reconciles resumed when a WebApp converges that had not when the
+	// API server first answered the test again.
+	var resumed time.Duration
+	atStop := -1
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		c, err := convergedIn(ctx, t, ns)
+		switch {
+		case c < 0:
+			return false, err
+		case atStop < 0:
+			atStop = c
+		case resumed == 0 && c > atStop:
+			resumed = time.Since(back)
+		}
+		return c == n, err
+	}); err != nil {
+		t.Fatalf("after the outage the WebApps did not converge: %v", err)
+	}
+	recovered := time.Since(back)
+	op.WaitReady(t, time.Minute)
+
+	// Its watches work again: a WebApp created now converges too.
+	createWebApps(t, ns, "after", 1)
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		w, err := hc.HandrollV1().WebApps(ns).Get(ctx, "after000", metav1.GetOptions{})
+		return err == nil && w.Status.ObservedGeneration == w.Generation, nil
+	}); err != nil {
+		t.Fatalf("a WebApp created after the outage was not reconciled: %v", err)
+	}
+	if _, exited := op.ExitedAt(); exited {
+		t.Fatal("handroll exited")
+	}
+	t.Logf("%s outage of %s: reconciles resumed %s after it was back, all %d WebApps converged after %s, with no restart (pid %d throughout)",
+		component, held.Round(time.Second), resumed.Round(100*time.Millisecond), n, recovered.Round(100*time.Millisecond), op.PID())
+}
+
+// convergedIn counts the WebApps in ns whose status has caught up with
+// their generation; -1 if the API server does not answer.
+func convergedIn(ctx context.Context, t *testing.T, ns string) (int, error) {
+	l, err := env.HandrollClient(t).HandrollV1().WebApps(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return -1, nil // the API server may be on its way back
+	}
+	n := 0
+	for _, w := range l.Items {
+		if w.Status.ObservedGeneration == w.Generation {
+			n++
+		}
+	}
+	return n, nil
+}

@@ -1,0 +1,376 @@
+package chaos
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+
+	"github.com/handroll/handroll/pkg/controller"
+	"github.com/handroll/handroll/pkg/leader"
+	"github.com/handroll/handroll/test/operator"
+)
+
+// The partition test's lease: short, so that a takeover takes seconds. The
+// leader gives up at most retry period + renew deadline (4.5 s) after its
+// last renewal; a standby takes over no sooner than the lease duration (6 s)
+// after it.
+const (
+	partitionLease = 6 * time.Second
+	partitionRenew = 4 * time.Second
+	partitionRetry = 500 * time.Millisecond
+)
+
+// TestPartitionsNeverOverlap runs three replicas, each reaching the API
+// server through a TCP proxy of its own, while users keep updating WebApps.
+// Six times, it cuts the leader's link (alternately dropping every byte and
+// resetting every connection). The leader must stop, and exit, before its
+// lease could expire; a standby takes over; a fresh replica replaces the
+// cut one. Every reconcile of every replica is journalled (--reconcile-journal)
+// with its start and end; afterwards no two replicas' reconciles may
+// overlap in time, and every WebApp must have converged exactly.
+func TestPartitionsNeverOverlap(t *testing.T) {
+	const (
+		partitions = 6
+		n          = 60
+	)
+	opNS := env.Namespace(t)
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	hc := env.HandrollClient(t)
+	kube := env.KubeClient(t)
+	journals := t.TempDir()
+	createWebApps(t, ns, "p", n)
+
+	// Users at work throughout: every WebApp keeps changing.
+	stop := make(chan struct{})
+	var users sync.WaitGroup
+	users.Go(func() {
+		rng := rand.New(rand.NewPCG(5, 6))
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			name := fmt.Sprintf("p%03d", rng.IntN(n))
+			_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				w, err := hc.HandrollV1().WebApps(ns).Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				w.Spec.Replicas = ptr.To(int32(rng.IntN(3)))
+				_, err = hc.HandrollV1().WebApps(ns).Update(ctx, w, metav1.UpdateOptions{})
+				return err
+			})
+		}
+	})
+	defer func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+		users.Wait()
+	}()
+
+	// The Lease as the API server holds it, watched directly (not through
+	// any proxy): the last renewal the API server accepted from each holder.
+	var (
+		leaseMu    sync.Mutex
+		lastRenew  = map[string]time.Time{}
+		holderNow  string
+		leaseWatch = make(chan struct{})
+	)
+	go func() {
+		for {
+			select {
+			case <-leaseWatch:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			l, err := kube.CoordinationV1().Leases(opNS).Get(ctx, leader.DefaultLeaseName, metav1.GetOptions{})
+			if err != nil || l.Spec.HolderIdentity == nil || l.Spec.RenewTime == nil {
+				continue
+			}
+			leaseMu.Lock()
+			holderNow = *l.Spec.HolderIdentity
+			if r := l.Spec.RenewTime.Time; r.After(lastRenew[holderNow]) {
+				lastRenew[holderNow] = r
+			}
+			leaseMu.Unlock()
+		}
+	}()
+	defer close(leaseWatch)
+
+	type replica struct {
+		slot, generation int
+		proxy            *proxy
+		op               *operator.Operator
+		journal          string
+		identity         string
+	}
+	var all []*replica // every process started, for the journals
+	launch := func(slot, generation int, p *proxy) *replica {
+		r := &replica{slot: slot, generation: generation, proxy: p,
+			journal: filepath.Join(journals, fmt.Sprintf("replica-%d-%d.jsonl", slot, generation))}
+		r.op = operator.Launch(t, proxiedKubeconfig(t, p), "--operator-namespace="+opNS,
+			"--leader-elect-resource-namespace="+opNS,
+			"--leader-elect-lease-duration="+partitionLease.String(),
+			"--leader-elect-renew-deadline="+partitionRenew.String(),
+			"--leader-elect-retry-period="+partitionRetry.String(),
+			"--reconcile-journal="+r.journal)
+		all = append(all, r)
+		return r
+	}
+	target := strings.TrimPrefix(env.Server, "https://")
+	replicas := make([]*replica, 3)
+	for slot := range replicas {
+		replicas[slot] = launch(slot, 0, newProxy(t, target))
+	}
+	identityOf := func(r *replica) string {
+		if r.identity == "" {
+			if entries, err := readJournal(r.journal); err == nil && len(entries) > 0 {
+				r.identity = entries[0].Replica
+			}
+		}
+		return r.identity
+	}
+
+	for i := range partitions {
+		// The leader, once it is reconciling.
+		var led *replica
+		if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+			leaseMu.Lock()
+			holder := holderNow
+			leaseMu.Unlock()
+			for _, r := range replicas {
+				if id := identityOf(r); id != "" && id == holder {
+					entries, _ := readJournal(r.journal)
+					if len(entries) > 1 {
+						led = r
+						return true, nil
+					}
+				}
+			}
+			return false, nil
+		}); err != nil {
+			t.Fatalf("partition %d: no replica leads and reconciles: %v", i+1, err)
+		}
+
+		how := linkBlackhole
+		if i%2 == 1 {
+			how = linkReset
+		}
+		cut := time.Now()
+		led.proxy.Cut(how)
+		select {
+		case <-led.op.Exited():
+		case <-time.After(time.Minute):
+			t.Fatalf("partition %d: the cut leader (slot %d) did not exit within a minute", i+1, led.slot)
+		}
+		exited, _ := led.op.ExitedAt()
+		if !strings.Contains(led.op.Log(), "Lost the leader lease") {
+			t.Errorf("partition %d: the cut leader exited without saying it lost its lease", i+1)
+		}
+		leaseMu.Lock()
+		renewed := lastRenew[led.identity]
+		leaseMu.Unlock()
+		if expires := renewed.Add(partitionLease); !exited.Before(expires) {
+			t.Errorf("partition %d: the cut leader exited at %s, after its lease could expire (%s)",
+				i+1, exited.Format(time.StampMicro), expires.Format(time.StampMicro))
+		}
+
+		// A standby takes over.
+		var next string
+		if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+			leaseMu.Lock()
+			defer leaseMu.Unlock()
+			next = holderNow
+			return next != "" && next != led.identity, nil
+		}); err != nil {
+			t.Fatalf("partition %d: no standby took over: %v", i+1, err)
+		}
+		t.Logf("partition %d (%s): the leader exited %s after the cut, %s before its lease could expire; %s leads",
+			i+1, how, exited.Sub(cut).Round(time.Millisecond), renewed.Add(partitionLease).Sub(exited).Round(time.Millisecond), next)
+
+		led.proxy.Restore()
+		replicas[led.slot] = launch(led.slot, led.generation+1, led.proxy)
+	}
+
+	close(stop)
+	users.Wait()
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		problems, err := check(ctx, t, []string{ns}, opNS, map[string]bool{})
+		if err != nil {
+			return false, err
+		}
+		return len(problems) == 0, nil
+	}); err != nil {
+		problems, _ := check(ctx, t, []string{ns}, opNS, map[string]bool{})
+		t.Fatalf("after the partitions the world is not exact: %v; %v", err, problems[:min(len(problems), 20)])
+	}
+	// Standbys first, then the leader, so that no replica takes over at
+	// the end only to be stopped.
+	leaseMu.Lock()
+	holder := holderNow
+	leaseMu.Unlock()
+	sort.SliceStable(replicas, func(a, b int) bool { return identityOf(replicas[b]) == holder })
+	for _, r := range replicas {
+		if err := r.op.Stop(t, syscall.SIGTERM, 30*time.Second); err != nil {
+			t.Errorf("slot %d: a graceful stop ended with %v", r.slot, err)
+		}
+	}
+
+	// The proof: no two replicas' reconciles overlap.
+	var intervals []reconcileInterval
+	for _, r := range all {
+		entries, err := readJournal(r.journal)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exited, _ := r.op.ExitedAt()
+		intervals = append(intervals, reconcileIntervals(entries, exited)...)
+	}
+	processes := map[string]bool{}
+	for _, iv := range intervals {
+		processes[iv.replica] = true
+	}
+	if len(processes) < partitions+1 {
+		t.Errorf("only %d replicas reconciled across %d partitions; every partition should hand over to another", len(processes), partitions)
+	}
+	overlaps := overlapping(intervals)
+	for _, o := range overlaps[:min(len(overlaps), 10)] {
+		t.Errorf("overlap: %s", o)
+	}
+	t.Logf("%d partitions survived: %d reconciles by %d replica processes, %d overlapping",
+		partitions, len(intervals), len(processes), len(overlaps))
+}
+
+// proxiedKubeconfig is the admin kubeconfig with the server replaced by p.
+func proxiedKubeconfig(t *testing.T, p *proxy) string {
+	t.Helper()
+	cfg, err := clientcmd.LoadFromFile(env.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cfg.Clusters {
+		c.Server = "https://" + p.Addr()
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func readJournal(path string) ([]controller.JournalEntry, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var entries []controller.JournalEntry
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var e controller.JournalEntry
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			// A process killed mid-write leaves at most a torn last line.
+			break
+		}
+		entries = append(entries, e)
+	}
+	return entries, sc.Err()
+}
+
+type reconcileInterval struct {
+	replica    string
+	key        string
+	start, end time.Time
+	cutShort   bool // no end line: the process died during it
+}
+
+// reconcileIntervals pairs starts with ends. A reconcile with no end was cut
+// short when the process exited; it counts as running until exited, the
+// moment the test saw the process gone.
+func reconcileIntervals(entries []controller.JournalEntry, exited time.Time) []reconcileInterval {
+	open := map[uint64]reconcileInterval{}
+	var out []reconcileInterval
+	for _, e := range entries {
+		switch e.Event {
+		case "start":
+			open[e.ID] = reconcileInterval{replica: e.Replica, key: e.Key, start: e.Time}
+		case "end":
+			iv := open[e.ID]
+			delete(open, e.ID)
+			iv.end = e.Time
+			out = append(out, iv)
+		}
+	}
+	for _, iv := range open {
+		iv.end, iv.cutShort = exited, true
+		out = append(out, iv)
+	}
+	return out
+}
+
+// overlapping returns, for each reconcile that started while another
+// replica's reconcile was still running, a description of the pair.
+func overlapping(intervals []reconcileInterval) []string {
+	sort.Slice(intervals, func(i, j int) bool { return intervals[i].start.Before(intervals[j].start) })
+	latest := map[string]reconcileInterval{} // per replica, the reconcile that ends last so far
+	var out []string
+	for _, iv := range intervals {
+		for replica, other := range latest {
+			if replica != iv.replica && iv.start.Before(other.end) {
+				out = append(out, fmt.Sprintf("%s started %s on %s at %s, while %s's reconcile of %s (from %s, cut short %v) ran until %s",
+					iv.replica, iv.key, iv.replica, iv.start.Format(time.StampMicro), replica, other.key,
+					other.start.Format(time.StampMicro), other.cutShort, other.end.Format(time.StampMicro)))
+			}
+		}
+		if cur, ok := latest[iv.replica]; !ok || iv.end.After(cur.end) {
+			latest[iv.replica] = iv
+		}
+	}
+	return out
+}
+
+// TestOverlapCheck: the check that TestPartitionsNeverOverlap relies on
+// finds an overlap between replicas, and only between replicas.
+func TestOverlapCheck(t *testing.T) {
+	at := func(ms int) time.Time { return time.Unix(0, 0).Add(time.Duration(ms) * time.Millisecond) }
+	sameReplica := []reconcileInterval{
+		{replica: "a", key: "k1", start: at(0), end: at(10)},
+		{replica: "a", key: "k2", start: at(5), end: at(20)}, // one replica's workers run in parallel
+		{replica: "b", key: "k1", start: at(21), end: at(30)},
+	}
+	if o := overlapping(sameReplica); len(o) != 0 {
+		t.Errorf("no overlap between replicas, yet: %v", o)
+	}
+	entries := []controller.JournalEntry{
+		{Event: "open", Replica: "a", Time: at(0)},
+		{Event: "start", Replica: "a", ID: 1, Key: "k1", Time: at(1)},
+		{Event: "end", Replica: "a", ID: 1, Key: "k1", Time: at(2)},
+		{Event: "start", Replica: "a", ID: 2, Key: "k2", Time: at(3)}, // cut short by the exit at 50
+	}
+	cut := append(reconcileIntervals(entries, at(50)), reconcileInterval{replica: "b", key: "k3", start: at(40), end: at(60)})
+	o := overlapping(cut)
+	if len(o) != 1 || !strings.Contains(o[0], "k3") || !strings.Contains(o[0], "cut short true") {
+		t.Errorf("a reconcile started while another replica's was cut short by its exit: got %v, want that one overlap", o)
+	}
+}
