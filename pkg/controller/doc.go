@@ -38,5 +38,7 @@
 // shutdown keeps a live context until Options.ShutdownTimeout; a terminal
 // error also clears the key's backoff; workqueue metrics can go to the same
 // registry as the controller metrics instead of only through client-go's
-// process-global provider.
+// process-global provider; while the API server is unavailable every worker
+// pauses, instead of each failing key retrying on its own (unavailable.go);
+// an optional Journal records each reconcile's start and end (journal.go).
 package controller
