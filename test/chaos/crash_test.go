@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -40,7 +41,7 @@ func TestCrashesLoseNothing(t *testing.T) {
 	// Without leader election a new process reconciles as soon as its
 	// caches sync, so the kills land in the middle of the work rather than
 	// while a successor waits for a dead leader's Lease to expire.
-	args := []string{"--operator-namespace=" + opNS, "--leader-elect=false"}
+	args := []string{"--operator-namespace=" + opNS, "--leader-elect=false", "--namespaces=" + strings.Join(namespaces, ",")}
 
 	var names []string // namespace/name
 	for _, ns := range namespaces {

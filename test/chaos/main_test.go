@@ -3,6 +3,11 @@
 // the leader from the API server, and throttling (client-side QPS and API
 // Priority and Fairness). Its tests take minutes, so they run with
 // `make test-chaos` (HANDROLL_CHAOS=1), not `make test`.
+//
+// The tests share one control plane, so each test's operators watch only
+// that test's namespaces (--namespaces): the WebApps an earlier test leaves
+// behind in its terminating namespaces would otherwise join their queue,
+// and fail there, since nothing can be created in a terminating namespace.
 package chaos
 
 import (

@@ -35,7 +35,7 @@ func outage(t *testing.T, component string) {
 	ns := env.Namespace(t)
 	ctx := context.Background()
 	hc := env.HandrollClient(t)
-	op := operator.Start(t, env.Kubeconfig, "--operator-namespace="+opNS, "--leader-elect=false")
+	op := operator.Start(t, env.Kubeconfig, "--operator-namespace="+opNS, "--leader-elect=false", "--namespaces="+ns)
 	createWebApps(t, ns, "o", n)
 
 	// Mid-run: some converged, most not.
@@ -125,9 +125,11 @@ func outage(t *testing.T, component string) {
 	recovered := time.Since(back)
 	op.WaitReady(t, time.Minute)
 
-	// Its watches work again: a WebApp created now converges too.
+	// Its watches work again: a WebApp created now converges too. The
+	// informers come back on client-go's reflector backoff, which an outage
+	// has grown to 30 s with up to as much again of jitter.
 	createWebApps(t, ns, "after", 1)
-	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		w, err := hc.HandrollV1().WebApps(ns).Get(ctx, "after000", metav1.GetOptions{})
 		return err == nil && w.Status.ObservedGeneration == w.Generation, nil
 	}); err != nil {
@@ -136,8 +138,9 @@ func outage(t *testing.T, component string) {
 	if _, exited := op.ExitedAt(); exited {
 		t.Fatal("handroll exited")
 	}
-	t.Logf("%s outage of %s: reconciles resumed %s after it was back, all %d WebApps converged after %s, with no restart (pid %d throughout)",
-		component, held.Round(time.Second), resumed.Round(100*time.Millisecond), n, recovered.Round(100*time.Millisecond), op.PID())
+	t.Logf("%s outage of %s: reconciles resumed %s after it was back, all %d WebApps converged after %s, a WebApp created then after %s; no restart (pid %d throughout)",
+		component, held.Round(time.Second), resumed.Round(100*time.Millisecond), n, recovered.Round(100*time.Millisecond),
+		time.Since(back).Round(100*time.Millisecond), op.PID())
 }
 
 // convergedIn counts the WebApps in ns whose status has caught up with

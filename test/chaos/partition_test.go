@@ -129,7 +129,7 @@ func TestPartitionsNeverOverlap(t *testing.T) {
 	launch := func(slot, generation int, p *proxy) *replica {
 		r := &replica{slot: slot, generation: generation, proxy: p,
 			journal: filepath.Join(journals, fmt.Sprintf("replica-%d-%d.jsonl", slot, generation))}
-		r.op = operator.Launch(t, proxiedKubeconfig(t, p), "--operator-namespace="+opNS,
+		r.op = operator.Launch(t, proxiedKubeconfig(t, p), "--operator-namespace="+opNS, "--namespaces="+ns,
 			"--leader-elect-resource-namespace="+opNS,
 			"--leader-elect-lease-duration="+partitionLease.String(),
 			"--leader-elect-renew-deadline="+partitionRenew.String(),

@@ -28,7 +28,7 @@ func TestThrottledConverges(t *testing.T) {
 	const n = 200
 	opNS := env.Namespace(t)
 	ns := env.Namespace(t)
-	op := operator.Start(t, env.Kubeconfig, "--operator-namespace="+opNS, "--leader-elect=false",
+	op := operator.Start(t, env.Kubeconfig, "--operator-namespace="+opNS, "--leader-elect=false", "--namespaces="+ns,
 		"--kube-api-qps=5", "--kube-api-burst=5")
 	createWebApps(t, ns, "t", n)
 	took := convergeWithoutErrors(t, op, ns, n, 15*time.Minute)
@@ -97,7 +97,7 @@ func TestPriorityAndFairnessRejectionsAreRetried(t *testing.T) {
 	})
 
 	createWebApps(t, ns, "p", n)
-	op := operator.Start(t, kubeconfig, "--operator-namespace="+opNS, "--leader-elect=false",
+	op := operator.Start(t, kubeconfig, "--operator-namespace="+opNS, "--leader-elect=false", "--namespaces="+ns,
 		"--kube-api-qps=500", "--kube-api-burst=500", "--max-concurrent-reconciles=16")
 	took := convergeWithoutErrors(t, op, ns, n, 10*time.Minute)
 
