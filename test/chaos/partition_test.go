@@ -17,7 +17,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
@@ -264,19 +264,11 @@ func TestPartitionsNeverOverlap(t *testing.T) {
 
 // proxiedKubeconfig is the admin kubeconfig with the server replaced by p.
 func proxiedKubeconfig(t *testing.T, p *proxy) string {
-	t.Helper()
-	cfg, err := clientcmd.LoadFromFile(env.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range cfg.Clusters {
-		c.Server = "https://" + p.Addr()
-	}
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return env.WriteKubeconfig(t, func(cfg *clientcmdapi.Config) {
+		for _, c := range cfg.Clusters {
+			c.Server = "https://" + p.Addr()
+		}
+	})
 }
 
 func readJournal(path string) ([]controller.JournalEntry, error) {

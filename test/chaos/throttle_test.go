@@ -3,7 +3,6 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,10 +12,10 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
+	"github.com/handroll/handroll/test/controlplane"
 	"github.com/handroll/handroll/test/operator"
 )
 
@@ -221,16 +220,5 @@ func serviceAccountKubeconfig(t *testing.T, ns, name string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := clientcmd.LoadFromFile(env.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, auth := range cfg.AuthInfos {
-		auth.Token = tr.Status.Token
-	}
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return env.WriteKubeconfig(t, controlplane.WithToken(tr.Status.Token))
 }

@@ -11,6 +11,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/handroll/handroll/pkg/generated/clientset/versioned"
 )
@@ -105,4 +107,31 @@ func (cp *ControlPlane) Namespace(t testing.TB) string {
 		}
 	})
 	return ns
+}
+
+// WriteKubeconfig writes the admin kubeconfig, changed by edit, to a file
+// in t's temporary directory and returns its path: for a process that must
+// run as another user, or reach the API server another way.
+func (cp *ControlPlane) WriteKubeconfig(t testing.TB, edit func(*clientcmdapi.Config)) string {
+	t.Helper()
+	cfg, err := clientcmd.LoadFromFile(cp.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit(cfg)
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// WithToken is an edit for WriteKubeconfig: every user authenticates with
+// token.
+func WithToken(token string) func(*clientcmdapi.Config) {
+	return func(cfg *clientcmdapi.Config) {
+		for _, auth := range cfg.AuthInfos {
+			auth.Token = token
+		}
+	}
 }

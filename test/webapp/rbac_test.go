@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/tools/clientcmd"
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	"github.com/handroll/handroll/pkg/apis/scheme"
@@ -79,17 +78,7 @@ func TestManifestRBACIsEnough(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := clientcmd.LoadFromFile(env.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, auth := range cfg.AuthInfos {
-		auth.Token = tr.Status.Token
-	}
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, kubeconfig); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := env.WriteKubeconfig(t, controlplane.WithToken(tr.Status.Token))
 
 	// Webhooks served as in the cluster (self-managed certificates, the
 	// manifests' webhook configurations), but reached at --webhook-url.

@@ -2,14 +2,13 @@ package webapp
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/handroll/handroll/test/operator"
 )
@@ -22,17 +21,11 @@ func TestReadyzFollowsCacheSync(t *testing.T) {
 	opNS := env.Namespace(t)
 	user := "late-operator-" + opNS
 
-	cfg, err := clientcmd.LoadFromFile(env.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, auth := range cfg.AuthInfos {
-		auth.Impersonate = user
-	}
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, kubeconfig); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := env.WriteKubeconfig(t, func(cfg *clientcmdapi.Config) {
+		for _, auth := range cfg.AuthInfos {
+			auth.Impersonate = user
+		}
+	})
 
 	op := operator.Launch(t, kubeconfig,
 		"--operator-namespace="+opNS, "--leader-elect-resource-namespace="+opNS, "--cache-sync-timeout=5m")
