@@ -76,11 +76,13 @@ testbin: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
 	hack/testbin.sh build
 
 # `go test` runs packages in parallel; each integration or end-to-end package
-# starts its own control plane, so two at a time fit these machines.
-TEST_FLAGS ?= -p 2 -timeout 30m
+# starts its own control plane, so two at a time fit these machines. -race:
+# the controller machinery, the elector and the start sequence share state
+# across goroutines, and the race detector is the check that they do it right.
+TEST_FLAGS ?= -race -p 2 -timeout 30m
 
 .PHONY: test
-test: testbin ## Run unit, integration and end-to-end tests, then a short fuzz of each target (builds the control plane first if needed).
+test: testbin ## Run unit, integration and end-to-end tests (with -race), then a short fuzz of each target (builds the control plane first if needed).
 	KUBEBUILDER_ASSETS="$$(hack/testbin.sh path | tail -n 1)" $(GO) test $(TEST_FLAGS) ./...
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
 
