@@ -112,7 +112,7 @@ func TestUnavailableAPIServerPausesEveryWorker(t *testing.T) {
 			return Result{}, nil
 		}
 	}))
-	h.c.Enqueue(Request{Name: "a"})
+	h.enqueue(Request{Name: "a"})
 	h.start(t)
 	// b is queued once a has failed: a worker is free, but must wait.
 	for {
@@ -124,7 +124,7 @@ func TestUnavailableAPIServerPausesEveryWorker(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	h.c.Enqueue(Request{Name: "b"})
+	h.enqueue(Request{Name: "b"})
 	at := receive(t, startedB, "b's reconcile")
 	mu.Lock()
 	waited := at.Sub(failedAt)
