@@ -148,7 +148,7 @@ func TestUnavailableAPIServerPausesEveryWorker(t *testing.T) {
 
 func TestFileJournal(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "journal")
-	j, err := OpenJournal(path, "replica-1")
+	j, err := OpenJournal(path, "replica-1", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
