@@ -45,6 +45,7 @@ type options struct {
 	maxConcurrentReconciles int
 	operatorNamespace       string
 	reconcileJournal        string
+	reconcileJournalMaxMiB  int64
 	leader                  leader.Options
 
 	showVersion bool
@@ -75,6 +76,8 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", 4, "WebApps reconciled in parallel (controller.Options.MaxConcurrentReconciles).")
 	fs.StringVar(&o.reconcileJournal, "reconcile-journal", "",
 		"File to which every reconcile's start and end are appended as JSON lines, with this replica's leader election identity: an audit of who reconciled what, when. Empty: none.")
+	fs.Int64Var(&o.reconcileJournalMaxMiB, "reconcile-journal-max-size", 100,
+		"Size in MiB at which the reconcile journal is rotated: FILE becomes FILE.1, replacing the previous one, and a new FILE begins. 0: no cap.")
 	fs.StringVar(&o.operatorNamespace, "operator-namespace", "handroll-system", "Namespace of the operator's own objects: the webapp-directory ConfigMap.")
 	fs.BoolVar(&o.showVersion, "version", false, "Print the version and Go build information, then exit.")
 }

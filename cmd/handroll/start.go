@@ -229,7 +229,7 @@ func start(ctx context.Context, o options) error {
 				return err
 			}
 		}
-		j, err := controller.OpenJournal(o.reconcileJournal, replica)
+		j, err := controller.OpenJournal(o.reconcileJournal, replica, o.reconcileJournalMaxMiB<<20)
 		if err != nil {
 			return err
 		}

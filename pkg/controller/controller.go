@@ -127,12 +127,10 @@ type Controller struct {
 	// falls back to client-go's global provider.
 	queueMetrics workqueue.MetricsProvider
 
-	// mu guards the fields below, which Watch, Enqueue and Start share.
+	// mu guards the fields below, which Watch and Start share.
 	mu      sync.Mutex
 	started bool
-	queue   workqueue.TypedRateLimitingInterface[Request] // created by Start
-	pending []Request                                     // Enqueue calls made before Start
-	watches []watch                                       // Watch calls, connected by Start
+	watches []watch // Watch calls, connected by Start
 }
 
 // watch is one Watch call, kept until Start connects it.
@@ -219,20 +217,6 @@ func (c *Controller) Watch(informer cache.SharedInformer, h Handler, preds ...Pr
 	return nil
 }
 
-// Enqueue adds req to the queue as an event would. Before Start it is kept
-// and added when the queue exists; after Start has returned it is dropped.
-func (c *Controller) Enqueue(req Request) {
-	c.mu.Lock()
-	if c.queue == nil {
-		c.pending = append(c.pending, req)
-		c.mu.Unlock()
-		return
-	}
-	q := c.queue
-	c.mu.Unlock()
-	q.Add(req)
-}
-
 // Start runs the controller and blocks until ctx is done:
 //
 //  1. create the workqueue and connect every Watch to it;
@@ -264,10 +248,6 @@ func (c *Controller) Start(ctx context.Context, synced ...cache.InformerSynced) 
 	// started then leaks nothing.
 	queue := workqueue.NewTypedRateLimitingQueueWithConfig(c.rateLimiter,
 		workqueue.TypedRateLimitingQueueConfig[Request]{Name: c.name, MetricsProvider: c.queueMetrics})
-	for _, req := range c.pending {
-		queue.Add(req)
-	}
-	c.queue, c.pending = queue, nil
 	watches := c.watches
 	c.watches = nil
 	c.mu.Unlock()

@@ -155,7 +155,7 @@ func TestSuccessForgetsKey(t *testing.T) {
 		return Result{}, nil
 	})
 	h := newHarness(t, Options{}, r)
-	h.c.Enqueue(reqA) // before Start: kept until the queue exists
+	h.enqueue(reqA) // before Start: kept until the queue exists
 	h.start(t)
 	receive(t, r.calls, "the reconcile")
 	if err := h.stop(t); err != nil {
@@ -185,7 +185,7 @@ func TestErrorRequeuesWithRateLimit(t *testing.T) {
 		return Result{}, nil
 	})
 	h := newHarness(t, Options{}, r)
-	h.c.Enqueue(reqA)
+	h.enqueue(reqA)
 	h.start(t)
 	receive(t, r.calls, "the failing reconcile")
 	receive(t, r.calls, "the retry")
@@ -223,7 +223,7 @@ func TestRequeueAfterForgetsAndAddsAfter(t *testing.T) {
 		return Result{}, nil
 	})
 	h := newHarness(t, Options{}, r)
-	h.c.Enqueue(reqA)
+	h.enqueue(reqA)
 	h.start(t)
 	receive(t, r.calls, "the first reconcile")
 	receive(t, r.calls, "the requeued reconcile")
@@ -255,7 +255,7 @@ func TestErrorWithRequeueAfterBacksOff(t *testing.T) {
 		return Result{}, nil
 	})
 	h := newHarness(t, Options{}, r)
-	h.c.Enqueue(reqA)
+	h.enqueue(reqA)
 	h.start(t)
 	receive(t, r.calls, "the failing reconcile")
 	// Were RequeueAfter honoured, the retry would come in an hour.
@@ -273,7 +273,7 @@ func TestTerminalErrorIsNotRequeued(t *testing.T) {
 		return Result{}, fmt.Errorf("reconciling: %w", TerminalError(errors.New("invalid spec")))
 	})
 	h := newHarness(t, Options{}, r)
-	h.c.Enqueue(reqA)
+	h.enqueue(reqA)
 	h.start(t)
 	receive(t, r.calls, "the reconcile")
 	if err := h.stop(t); err != nil {
@@ -312,7 +312,7 @@ func TestPanicIsRecoveredLoggedAndRetried(t *testing.T) {
 		return Result{}, nil
 	})
 	h := newHarness(t, Options{Logger: textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(&log)))}, r)
-	h.c.Enqueue(reqA)
+	h.enqueue(reqA)
 	h.start(t)
 	receive(t, r.calls, "the panicking reconcile")
 	receive(t, r.calls, "the retry")
@@ -379,7 +379,7 @@ func TestReconciliationTimeout(t *testing.T) {
 		return Result{}, nil // well within the deadline
 	})
 	h := newHarness(t, Options{ReconciliationTimeout: timeout}, r)
-	h.c.Enqueue(reqA)
+	h.enqueue(reqA)
 	h.start(t)
 	receive(t, r.calls, "the reconcile that times out")
 	receive(t, r.calls, "the retry")
@@ -409,15 +409,15 @@ func TestKeyAddedManyTimesWhileQueuedReconcilesOnce(t *testing.T) {
 		return Result{}, nil
 	})
 	h := newHarness(t, Options{MaxConcurrentReconciles: 1}, r)
-	h.c.Enqueue(reqB)
+	h.enqueue(reqB)
 	h.start(t)
 	<-started
 	// The only worker is busy with b: a waits in the queue while it is added
 	// again and again.
 	for range 100 {
-		h.c.Enqueue(reqA)
+		h.enqueue(reqA)
 	}
-	h.c.Enqueue(sentinel)
+	h.enqueue(sentinel)
 	close(release)
 	// The queue is first in, first out and there is one worker: once the
 	// sentinel is reconciled, every copy of a queued before it has been too.
@@ -458,11 +458,11 @@ func TestKeyAddedWhileProcessingIsReconciledAgainNotConcurrently(t *testing.T) {
 	})
 	// Idle workers are available: only the queue can keep a second a out.
 	h := newHarness(t, Options{MaxConcurrentReconciles: 4}, r)
-	h.c.Enqueue(reqA)
+	h.enqueue(reqA)
 	h.start(t)
 	<-started
-	h.c.Enqueue(reqA) // while a is being reconciled
-	h.c.Enqueue(sentinel)
+	h.enqueue(reqA) // while a is being reconciled
+	h.enqueue(sentinel)
 	// Had the second a been handed out, it would have been handed out before
 	// the sentinel.
 	for receive(t, r.calls, "the sentinel") != sentinel {
@@ -501,9 +501,9 @@ func TestWorkersRunDifferentKeysInParallelUpToMax(t *testing.T) {
 		return Result{}, nil
 	})
 	h := newHarness(t, Options{MaxConcurrentReconciles: 2}, r)
-	h.c.Enqueue(reqA)
-	h.c.Enqueue(reqB)
-	h.c.Enqueue(reqC)
+	h.enqueue(reqA)
+	h.enqueue(reqB)
+	h.enqueue(reqC)
 	h.start(t)
 	receive(t, started, "the first reconcile")
 	receive(t, started, "the second reconcile, running alongside the first")
@@ -537,7 +537,7 @@ func TestStartWaitsForCacheSync(t *testing.T) {
 		return Result{}, nil
 	})
 	h := newHarness(t, Options{}, r)
-	h.c.Enqueue(reqA)
+	h.enqueue(reqA)
 	h.start(t, synced.Load)
 	time.AfterFunc(100*time.Millisecond, func() { synced.Store(true) })
 	receive(t, r.calls, "the reconcile after the cache synced")
@@ -550,7 +550,7 @@ func TestStartFailsIfCachesNeverSync(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	r := newRecorder(nil)
 	h := newHarness(t, Options{}, r)
-	h.c.Enqueue(reqA)
+	h.enqueue(reqA)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	err := h.c.Start(ctx, func() bool { return false })
@@ -566,7 +566,7 @@ func TestStopBeforeCachesSyncIsNoError(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	r := newRecorder(nil)
 	h := newHarness(t, Options{}, r)
-	h.c.Enqueue(reqA)
+	h.enqueue(reqA)
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(100*time.Millisecond, cancel)
 	if err := h.c.Start(ctx, func() bool { return false }); err != nil {
@@ -580,7 +580,7 @@ func TestStopBeforeCachesSyncIsNoError(t *testing.T) {
 func TestStartTwiceFails(t *testing.T) {
 	r := newRecorder(nil)
 	h := newHarness(t, Options{}, r)
-	h.c.Enqueue(reqA)
+	h.enqueue(reqA)
 	h.start(t)
 	receive(t, r.calls, "a reconcile, so Start is running")
 	if err := h.c.Start(context.Background()); err == nil {
@@ -607,12 +607,12 @@ func TestShutdownLetsInFlightReconcileFinish(t *testing.T) {
 		return Result{}, nil
 	})
 	h := newHarness(t, Options{MaxConcurrentReconciles: 1}, r)
-	h.c.Enqueue(reqA)
+	h.enqueue(reqA)
 	h.start(t)
 	<-started
 	// b and c are queued behind a: they are not in flight.
-	h.c.Enqueue(reqB)
-	h.c.Enqueue(reqC)
+	h.enqueue(reqB)
+	h.enqueue(reqC)
 	h.cancel()
 
 	select {
@@ -634,9 +634,6 @@ func TestShutdownLetsInFlightReconcileFinish(t *testing.T) {
 	if when, forget := h.limiter.counts(reqA); when != 0 || forget != 1 {
 		t.Errorf("in-flight reconcile was not finished normally: When %d, Forget %d; want 0 and 1", when, forget)
 	}
-
-	// After Start has returned, Enqueue is accepted and dropped.
-	h.c.Enqueue(reqA)
 }
 
 func TestShutdownTimeoutCancelsAndReturnsError(t *testing.T) {
@@ -650,7 +647,7 @@ func TestShutdownTimeoutCancelsAndReturnsError(t *testing.T) {
 		return Result{}, ctx.Err()
 	})
 	h := newHarness(t, Options{ShutdownTimeout: 100 * time.Millisecond, ReconciliationTimeout: time.Hour}, r)
-	h.c.Enqueue(reqA)
+	h.enqueue(reqA)
 	h.start(t)
 	<-started
 	err := h.stop(t)
@@ -677,7 +674,7 @@ func TestWatchArgumentsAndTiming(t *testing.T) {
 	if err := h.c.Watch(inf, nil); err == nil {
 		t.Error("Watch with a nil handler: no error")
 	}
-	h.c.Enqueue(reqA)
+	h.enqueue(reqA)
 	h.start(t)
 	receive(t, r.calls, "a reconcile, so Start is running")
 	// Start has taken the list of watches: a later one would never be

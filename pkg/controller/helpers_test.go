@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/goleak"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/textlogger"
 )
@@ -72,9 +73,76 @@ func (l *recordingLimiter) counts(req Request) (when, forget int) {
 	return l.when[req], l.forget[req]
 }
 
+// source stands in for an informer: tests hand requests to a controller
+// through it as Add events, the only way requests reach a controller.
+// Requests added before Start connects it arrive with the initial list, as
+// an informer's existing objects do; after Start has disconnected it they
+// are dropped.
+type source struct {
+	cache.SharedInformer // nil: Start calls only the two methods below
+
+	mu      sync.Mutex
+	handler cache.ResourceEventHandler
+	removed bool
+	pending []Request
+}
+
+// watchSource connects a new source to c with EnqueueObject.
+func watchSource(t *testing.T, c *Controller) *source {
+	t.Helper()
+	s := &source{}
+	if err := c.Watch(s, EnqueueObject()); err != nil {
+		t.Fatalf("Watch: %v", err)
+	}
+	return s
+}
+
+func (s *source) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.handler = h
+	for _, req := range s.pending {
+		h.OnAdd(objectFor(req), true)
+	}
+	s.pending = nil
+	return syncedRegistration{}, nil
+}
+
+func (s *source) RemoveEventHandler(cache.ResourceEventHandlerRegistration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.handler, s.removed = nil, true
+	return nil
+}
+
+// add delivers an Add event for the object req names.
+func (s *source) add(req Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.handler != nil:
+		s.handler.OnAdd(objectFor(req), false)
+	case !s.removed:
+		s.pending = append(s.pending, req)
+	}
+}
+
+func objectFor(req Request) *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: req.Name}}
+}
+
+// syncedRegistration has delivered its initial list: source delivers it
+// inside AddEventHandler.
+type syncedRegistration struct {
+	cache.ResourceEventHandlerRegistration // nil: only HasSynced is called
+}
+
+func (syncedRegistration) HasSynced() bool { return true }
+
 // harness is a controller under test with what the tests look at.
 type harness struct {
 	c       *Controller
+	src     *source // enqueue's way in
 	reg     *prometheus.Registry
 	limiter *recordingLimiter
 	cancel  context.CancelFunc
@@ -106,8 +174,12 @@ func newHarness(t *testing.T, opts Options, r Reconciler) *harness {
 		t.Fatalf("New: %v", err)
 	}
 	h.c = c
+	h.src = watchSource(t, c)
 	return h
 }
+
+// enqueue hands req to the controller as an informer event would.
+func (h *harness) enqueue(req Request) { h.src.add(req) }
 
 // start runs Start in a goroutine; the test's cleanup stops it.
 func (h *harness) start(t *testing.T, synced ...cache.InformerSynced) {

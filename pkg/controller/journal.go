@@ -37,29 +37,61 @@ type JournalEntry struct {
 // (start) or is reported done (end), so a process killed at any point
 // leaves every line it wrote: a reconcile with a start and no end was cut
 // short by the process's death.
+//
+// With a size cap the file is rotated, as log files are: a line that would
+// take it past the cap is written to a fresh file instead, after the old one
+// is renamed to FILE.1 (replacing the previous FILE.1) and the fresh one
+// begins with an "open" line. Every line is whole in one of the two files;
+// reading FILE.1 then FILE gives the lines in order. A journal thus takes at
+// most about twice the cap on disk.
 type FileJournal struct {
+	path    string
 	replica string
+	maxSize int64 // 0: no cap
 	next    atomic.Uint64
 
-	mu  sync.Mutex
-	f   *os.File
-	err error // the first failed write; later writes are not tried
+	mu   sync.Mutex
+	f    *os.File
+	size int64 // bytes in f
+	err  error // the first failed write; later writes are not tried
 }
 
 // OpenJournal opens (appending, creating if needed) the journal at path for
-// the process identified by replica, and writes its "open" line.
-func OpenJournal(path, replica string) (*FileJournal, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+// the process identified by replica, and writes its "open" line. maxSize
+// caps the file in bytes, as FileJournal describes; 0 or less: no cap.
+func OpenJournal(path, replica string, maxSize int64) (*FileJournal, error) {
+	j := &FileJournal{path: path, replica: replica, maxSize: max(maxSize, 0)}
+	j.mu.Lock()
+	err := j.open()
+	j.mu.Unlock()
 	if err != nil {
-		return nil, fmt.Errorf("reconcile journal: %w", err)
+		return nil, err
 	}
-	j := &FileJournal{replica: replica, f: f}
-	j.write(JournalEntry{Event: "open", Replica: replica, Time: time.Now()})
+	j.write(j.openEntry())
 	if err := j.Err(); err != nil {
-		_ = f.Close()
+		_ = j.Close()
 		return nil, err
 	}
 	return j, nil
+}
+
+// open opens j.path for appending and learns its size. j.mu is held.
+func (j *FileJournal) open() error {
+	f, err := os.OpenFile(j.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("reconcile journal: %w", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		_ = f.Close()
+		return fmt.Errorf("reconcile journal: %w", err)
+	}
+	j.f, j.size = f, fi.Size()
+	return nil
+}
+
+func (j *FileJournal) openEntry() JournalEntry {
+	return JournalEntry{Event: "open", Replica: j.replica, Time: time.Now()}
 }
 
 // Begin implements Journal.
@@ -92,17 +124,50 @@ func (j *FileJournal) Close() error {
 }
 
 func (j *FileJournal) write(e JournalEntry) {
-	line, err := json.Marshal(e)
-	if err != nil {
-		panic(err) // the entry has only strings, numbers and a time
-	}
-	line = append(line, '\n')
+	line := encodeLine(e)
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.err != nil {
 		return
 	}
-	if _, err := j.f.Write(line); err != nil {
+	if j.maxSize > 0 && j.size > 0 && j.size+int64(len(line)) > j.maxSize {
+		if err := j.rotate(); err != nil {
+			j.err = err
+			return
+		}
+	}
+	n, err := j.f.Write(line)
+	j.size += int64(n)
+	if err != nil {
 		j.err = fmt.Errorf("reconcile journal: %w", err)
 	}
+}
+
+// rotate renames the full file to FILE.1 and opens a fresh FILE, which
+// starts with an "open" line so that a reader of it alone knows the
+// replica. j.mu is held.
+func (j *FileJournal) rotate() error {
+	if err := j.f.Close(); err != nil {
+		return fmt.Errorf("reconcile journal: closing for rotation: %w", err)
+	}
+	if err := os.Rename(j.path, j.path+".1"); err != nil {
+		return fmt.Errorf("reconcile journal: rotating: %w", err)
+	}
+	if err := j.open(); err != nil {
+		return err
+	}
+	n, err := j.f.Write(encodeLine(j.openEntry()))
+	j.size += int64(n)
+	if err != nil {
+		return fmt.Errorf("reconcile journal: %w", err)
+	}
+	return nil
+}
+
+func encodeLine(e JournalEntry) []byte {
+	line, err := json.Marshal(e)
+	if err != nil {
+		panic(err) // the entry has only strings, numbers and a time
+	}
+	return append(line, '\n')
 }

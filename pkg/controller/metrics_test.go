@@ -26,8 +26,8 @@ func TestMetricNamesLabelsAndValues(t *testing.T) {
 		return Result{}, nil
 	})
 	h := newHarness(t, Options{Name: "metrics-test"}, r)
-	h.c.Enqueue(reqA)
-	h.c.Enqueue(reqB)
+	h.enqueue(reqA)
+	h.enqueue(reqB)
 	h.start(t)
 	for range 3 {
 		receive(t, r.calls, "a reconcile")
@@ -162,7 +162,7 @@ func TestControllersShareARegistry(t *testing.T) {
 	r := newRecorder(nil)
 	two := newHarness(t, Options{Name: "two", Registerer: reg}, r)
 
-	two.c.Enqueue(reqA)
+	two.enqueue(reqA)
 	two.start(t)
 	receive(t, r.calls, "a reconcile of two")
 	if err := two.stop(t); err != nil {
@@ -232,8 +232,8 @@ func TestRegisterWorkqueueMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{c: c}
-	c.Enqueue(reqA)
+	h := &harness{c: c, src: watchSource(t, c)}
+	h.enqueue(reqA)
 	h.start(t)
 	receive(t, r.calls, "a reconcile")
 	if err := h.stop(t); err != nil {

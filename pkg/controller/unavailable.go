@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,19 +21,53 @@ const (
 	unavailableCap  = 10 * time.Second
 )
 
-// APIUnavailable reports whether err says that the API server could not be
-// reached or could not serve the request, rather than that the request was
-// wrong: a refused, reset, dropped or timed-out connection, or an answer of
-// 429 (after client-go's own retries), 500, 503 or 504. It is the default
+// APIUnavailable reports whether err says that the API server itself could
+// not be reached or could not serve the request, rather than that this
+// request failed: a refused, reset, dropped or timed-out connection, or an
+// answer of 429 (after client-go's own retries), 503, 504, or 500 from the
+// API server's own machinery (etcd, a panic). It is the default
 // Options.IsUnavailable.
+//
+// A 500 that a webhook caused is not the API server being down, and it is
+// about one object or one kind: an admission webhook that fails (the API
+// server answers 500 "failed calling webhook", see k8s.io/apiserver's
+// webhook dispatchers), one that denies with code 500 ("admission webhook
+// ... denied the request"), or a failing conversion webhook. Pausing every
+// worker for it would let one namespace's broken webhook stall all the
+// others; that reconcile fails and is retried with its own backoff instead.
 func APIUnavailable(err error) bool {
 	if err == nil {
 		return false
 	}
+	if apierrors.IsInternalError(err) {
+		return !causedByWebhook(err)
+	}
 	return utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) ||
 		utilnet.IsProbableEOF(err) || utilnet.IsHTTP2ConnectionLost(err) || utilnet.IsTimeout(err) ||
-		apierrors.IsTooManyRequests(err) || apierrors.IsInternalError(err) ||
+		apierrors.IsTooManyRequests(err) ||
 		apierrors.IsServiceUnavailable(err) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err)
+}
+
+// webhookFailures are what the API server's messages say when a webhook,
+// not the API server, failed a request.
+var webhookFailures = []string{
+	"failed calling webhook",  // admission, call failed (failurePolicy Fail)
+	"admission webhook ",      // admission, "... denied the request" with a 5xx code
+	"conversion webhook for ", // conversion webhook failed
+}
+
+func causedByWebhook(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return false
+	}
+	msg := status.Status().Message
+	for _, s := range webhookFailures {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // unavailability is the controller-wide backoff. Per-key backoff alone does

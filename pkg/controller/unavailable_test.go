@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -33,7 +35,17 @@ func TestAPIUnavailable(t *testing.T) {
 		{"deadline", fmt.Errorf("get: %w", context.DeadlineExceeded), true},
 		{"503", apierrors.NewServiceUnavailable("etcd is down"), true},
 		{"429", fmt.Errorf("apply: %w", apierrors.NewTooManyRequests("slow down", 1)), true},
-		{"500", apierrors.NewInternalError(errors.New("boom")), true},
+		{"500 from the API server", apierrors.NewInternalError(errors.New("etcdserver: leader changed")), true},
+		{"500 from the API server, wrapped", fmt.Errorf("Deployment ns/w: %w", apierrors.NewInternalError(errors.New("boom"))), true},
+		// The API server's answer when an admission webhook fails closed
+		// (k8s.io/apiserver validating and mutating dispatchers).
+		{"500, a webhook failed", fmt.Errorf("Deployment ns/w: %w", apierrors.NewInternalError(errors.New(
+			`failed calling webhook "deny.example.com": failed to call webhook: an error on the server ("boom") has prevented the request from succeeding`))), false},
+		// An admission webhook that denies with code 500 (ToStatusErr).
+		{"500, a webhook denied", &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: http.StatusInternalServerError,
+			Message: `admission webhook "deny.example.com" denied the request: internal`}}, false},
+		{"500, a conversion webhook failed", apierrors.NewInternalError(errors.New(
+			`conversion webhook for handroll.dev/v1alpha1, Kind=WebApp failed: Post "https://x": connection refused`)), false},
 		{"504", apierrors.NewTimeoutError("slow", 1), true},
 		{"409", apierrors.NewConflict(gr, "w", errors.New("changed")), false},
 		{"404", apierrors.NewNotFound(gr, "w"), false},
@@ -112,7 +124,7 @@ func TestUnavailableAPIServerPausesEveryWorker(t *testing.T) {
 			return Result{}, nil
 		}
 	}))
-	h.c.Enqueue(Request{Name: "a"})
+	h.enqueue(Request{Name: "a"})
 	h.start(t)
 	// b is queued once a has failed: a worker is free, but must wait.
 	for {
@@ -124,7 +136,7 @@ func TestUnavailableAPIServerPausesEveryWorker(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	h.c.Enqueue(Request{Name: "b"})
+	h.enqueue(Request{Name: "b"})
 	at := receive(t, startedB, "b's reconcile")
 	mu.Lock()
 	waited := at.Sub(failedAt)
@@ -136,7 +148,7 @@ func TestUnavailableAPIServerPausesEveryWorker(t *testing.T) {
 
 func TestFileJournal(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "journal")
-	j, err := OpenJournal(path, "replica-1")
+	j, err := OpenJournal(path, "replica-1", 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -271,7 +273,18 @@ func proxiedKubeconfig(t *testing.T, p *proxy) string {
 	})
 }
 
+// readJournal reads a replica's journal: FILE.1 (what a rotation left, if
+// any) and then FILE, which is the order they were written in.
 func readJournal(path string) ([]controller.JournalEntry, error) {
+	rotated, err := readJournalFile(path + ".1")
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	entries, err := readJournalFile(path)
+	return append(rotated, entries...), err
+}
+
+func readJournalFile(path string) ([]controller.JournalEntry, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -186,14 +187,14 @@ list:
 // request per object whether or not it exists, and needs no read first.
 func write(ctx context.Context, client clientset.Interface, kube kubernetes.Interface, w *handrollv1.WebApp) error {
 	handrollv1.SetObjectDefaults_WebApp(w)
-	var refData map[string]string
+	var refCM *corev1.ConfigMap
 	if ref := w.Spec.ConfigMapRef; ref != nil {
 		cm, err := kube.CoreV1().ConfigMaps(w.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
 		if err == nil {
-			refData = cm.Data
+			refCM = cm
 		}
 	}
 	if cm := webapp.DesiredConfigMap(w); cm != nil {
@@ -204,7 +205,7 @@ func write(ctx context.Context, client clientset.Interface, kube kubernetes.Inte
 	if _, err := kube.CoreV1().Services(w.Namespace).Apply(ctx, webapp.DesiredService(w), applyOptions); err != nil {
 		return err
 	}
-	d, err := kube.AppsV1().Deployments(w.Namespace).Apply(ctx, webapp.DesiredDeployment(w, refData), applyOptions)
+	d, err := kube.AppsV1().Deployments(w.Namespace).Apply(ctx, webapp.DesiredDeployment(w, refCM), applyOptions)
 	if err != nil {
 		return err
 	}

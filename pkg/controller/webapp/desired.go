@@ -28,8 +28,8 @@ const (
 	ManagedBy      = "handroll"
 
 	// AnnotationConfigHash on the pod template changes whenever spec.config
-	// or the data of the spec.configMapRef ConfigMap changes, so either rolls
-	// the pods.
+	// or the data or binaryData of the spec.configMapRef ConfigMap changes,
+	// so either rolls the pods.
 	AnnotationConfigHash = "handroll.dev/config-hash"
 	// AnnotationAppliedHash on each child is the hash of the configuration
 	// last applied, so that an unchanged WebApp costs no write.
@@ -73,13 +73,29 @@ func ownerReference(w *handrollv1.WebApp) *metav1ac.OwnerReferenceApplyConfigura
 		WithBlockOwnerDeletion(true)
 }
 
-// ConfigHash hashes spec.config and the data of the referenced ConfigMap
-// (nil when there is none), in a stable order.
-func ConfigHash(config map[string]string, refData map[string]string) string {
+// ConfigHash hashes spec.config and the data and binaryData of the
+// referenced ConfigMap (nil when there is none), in a stable order. Each
+// part is length-prefixed and ends with a zero byte, so a key in data and
+// the same key in binaryData hash differently. binaryData is hashed only
+// when it has keys, so that the hash of a WebApp whose ConfigMap has none
+// is the one earlier versions computed and an upgrade rolls no pods.
+func ConfigHash(config map[string]string, ref *corev1.ConfigMap) string {
 	h := sha256.New()
+	var refData map[string]string
+	if ref != nil {
+		refData = ref.Data
+	}
 	for _, part := range []map[string]string{config, refData} {
 		for _, k := range slices.Sorted(maps.Keys(part)) {
 			fmt.Fprintf(h, "%d:%s=%d:%s;", len(k), k, len(part[k]), part[k])
+		}
+		h.Write([]byte{0})
+	}
+	if ref != nil && len(ref.BinaryData) > 0 {
+		for _, k := range slices.Sorted(maps.Keys(ref.BinaryData)) {
+			fmt.Fprintf(h, "%d:%s=%d:", len(k), k, len(ref.BinaryData[k]))
+			h.Write(ref.BinaryData[k])
+			h.Write([]byte{';'})
 		}
 		h.Write([]byte{0})
 	}
@@ -120,10 +136,10 @@ func DesiredService(w *handrollv1.WebApp) *corev1ac.ServiceApplyConfiguration {
 	return withAppliedHash(s)
 }
 
-// DesiredDeployment returns the Deployment running the pods. refData is the
-// data of the spec.configMapRef ConfigMap (nil when there is none or it is
-// missing); its hash goes into the pod template.
-func DesiredDeployment(w *handrollv1.WebApp, refData map[string]string) *appsv1ac.DeploymentApplyConfiguration {
+// DesiredDeployment returns the Deployment running the pods. ref is the
+// spec.configMapRef ConfigMap (nil when there is none or it is missing); the
+// hash of its contents goes into the pod template.
+func DesiredDeployment(w *handrollv1.WebApp, ref *corev1.ConfigMap) *appsv1ac.DeploymentApplyConfiguration {
 	replicas := handrollv1.DefaultReplicas
 	if w.Spec.Replicas != nil {
 		replicas = *w.Spec.Replicas
@@ -155,9 +171,9 @@ func DesiredDeployment(w *handrollv1.WebApp, refData map[string]string) *appsv1a
 			WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(handrollv1.OwnedConfigMapName(w.Name))))
 		container.WithVolumeMounts(corev1ac.VolumeMount().WithName("config").WithMountPath(ConfigDir).WithReadOnly(true))
 	}
-	if ref := w.Spec.ConfigMapRef; ref != nil {
+	if r := w.Spec.ConfigMapRef; r != nil {
 		pod.WithVolumes(corev1ac.Volume().WithName("configmap").
-			WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(ref.Name)))
+			WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(r.Name)))
 		container.WithVolumeMounts(corev1ac.VolumeMount().WithName("configmap").WithMountPath(ConfigMapDir).WithReadOnly(true))
 	}
 	pod.WithContainers(container)
@@ -170,7 +186,7 @@ func DesiredDeployment(w *handrollv1.WebApp, refData map[string]string) *appsv1a
 			WithSelector(metav1ac.LabelSelector().WithMatchLabels(Selector(w))).
 			WithTemplate(corev1ac.PodTemplateSpec().
 				WithLabels(Labels(w)).
-				WithAnnotations(map[string]string{AnnotationConfigHash: ConfigHash(w.Spec.Config, refData)}).
+				WithAnnotations(map[string]string{AnnotationConfigHash: ConfigHash(w.Spec.Config, ref)}).
 				WithSpec(pod)))
 	return withAppliedHash(d)
 }

@@ -50,7 +50,7 @@ func roundTrip[T any](t *testing.T, ac any) *T {
 
 func TestDesiredDeployment(t *testing.T) {
 	w := testWebApp()
-	d := roundTrip[appsv1.Deployment](t, DesiredDeployment(w, map[string]string{"k": "v"}))
+	d := roundTrip[appsv1.Deployment](t, DesiredDeployment(w, refConfigMap(map[string]string{"k": "v"}, nil)))
 
 	if d.Name != "shop" || d.Namespace != "ns" || *d.Spec.Replicas != 2 {
 		t.Errorf("name %s/%s replicas %d", d.Namespace, d.Name, *d.Spec.Replicas)
@@ -100,29 +100,63 @@ func TestDesiredDeployment(t *testing.T) {
 	}
 }
 
+// refConfigMap is a referenced ConfigMap with data and binaryData.
+func refConfigMap(data map[string]string, binary map[string][]byte) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "shared", Namespace: "ns"}, Data: data, BinaryData: binary}
+}
+
 func TestConfigChangesRollThePods(t *testing.T) {
 	w := testWebApp()
-	hash := func(w *handrollv1.WebApp, ref map[string]string) string {
+	hash := func(w *handrollv1.WebApp, ref *corev1.ConfigMap) string {
 		return roundTrip[appsv1.Deployment](t, DesiredDeployment(w, ref)).Spec.Template.Annotations[AnnotationConfigHash]
 	}
-	base := hash(w, map[string]string{"k": "v"})
-	if again := hash(testWebApp(), map[string]string{"k": "v"}); again != base {
+	base := hash(w, refConfigMap(map[string]string{"k": "v"}, map[string][]byte{"b": {0, 1}}))
+	if again := hash(testWebApp(), refConfigMap(map[string]string{"k": "v"}, map[string][]byte{"b": {0, 1}})); again != base {
 		t.Fatalf("the same input gave different hashes: %s, %s", base, again)
 	}
 	changedConfig := testWebApp()
 	changedConfig.Spec.Config["a.yaml"] = "x: 2"
 	for name, got := range map[string]string{
-		"spec.config changed":         hash(changedConfig, map[string]string{"k": "v"}),
-		"the referenced data changed": hash(w, map[string]string{"k": "w"}),
-		"the referenced map vanished": hash(w, nil),
+		"spec.config changed":               hash(changedConfig, refConfigMap(map[string]string{"k": "v"}, map[string][]byte{"b": {0, 1}})),
+		"the referenced data changed":       hash(w, refConfigMap(map[string]string{"k": "w"}, map[string][]byte{"b": {0, 1}})),
+		"the referenced binaryData changed": hash(w, refConfigMap(map[string]string{"k": "v"}, map[string][]byte{"b": {0, 2}})),
+		"a binaryData key was added":        hash(w, refConfigMap(map[string]string{"k": "v"}, map[string][]byte{"b": {0, 1}, "c": nil})),
+		"the binaryData was emptied":        hash(w, refConfigMap(map[string]string{"k": "v"}, nil)),
+		"the referenced map vanished":       hash(w, nil),
 	} {
 		if got == base {
 			t.Errorf("%s: the pod template's config hash did not change", name)
 		}
 	}
-	// A key moving between the two sources is a change too.
-	if ConfigHash(map[string]string{"a": "1"}, nil) == ConfigHash(nil, map[string]string{"a": "1"}) {
-		t.Error("ConfigHash does not tell spec.config from the referenced ConfigMap")
+	// A key moving between the sources is a change too.
+	for name, pair := range map[string][2]string{
+		"spec.config and data":  {ConfigHash(map[string]string{"a": "1"}, nil), ConfigHash(nil, refConfigMap(map[string]string{"a": "1"}, nil))},
+		"data and binaryData":   {ConfigHash(nil, refConfigMap(map[string]string{"a": "1"}, nil)), ConfigHash(nil, refConfigMap(nil, map[string][]byte{"a": []byte("1")}))},
+		"config and binaryData": {ConfigHash(map[string]string{"a": "1"}, nil), ConfigHash(nil, refConfigMap(nil, map[string][]byte{"a": []byte("1")}))},
+	} {
+		if pair[0] == pair[1] {
+			t.Errorf("ConfigHash does not tell %s apart", name)
+		}
+	}
+}
+
+// TestConfigHashIsStable: for a ConfigMap without binaryData the hash is the
+// one earlier versions computed, so upgrading rolls no pods. The values were
+// computed by the version that hashed data alone.
+func TestConfigHashIsStable(t *testing.T) {
+	for _, tc := range []struct {
+		config map[string]string
+		ref    *corev1.ConfigMap
+		want   string
+	}{
+		{nil, nil, "96a296d224f285c6"},
+		{map[string]string{"a.yaml": "x: 1"}, nil, "57ee199ad5f92f39"},
+		{map[string]string{"a.yaml": "x: 1"}, refConfigMap(map[string]string{"k": "v"}, nil), "eeeab557fbcd0707"},
+		{map[string]string{"a.yaml": "x: 1"}, refConfigMap(map[string]string{"k": "v"}, map[string][]byte{}), "eeeab557fbcd0707"},
+	} {
+		if got := ConfigHash(tc.config, tc.ref); got != tc.want {
+			t.Errorf("ConfigHash(%v, %v) = %s, want %s as before", tc.config, tc.ref, got, tc.want)
+		}
 	}
 }
 
@@ -155,7 +189,7 @@ func TestDesiredServiceAndConfigMap(t *testing.T) {
 	}
 }
 
-func TestUpToDate(t *testing.T) {
+func TestFirstDifference(t *testing.T) {
 	w := testWebApp()
 	desired := DesiredDeployment(w, nil)
 	live := roundTrip[appsv1.Deployment](t, desired)
@@ -172,12 +206,12 @@ func TestUpToDate(t *testing.T) {
 
 	check := func(name string, live *appsv1.Deployment, want bool) {
 		t.Helper()
-		got, err := UpToDate(desired, live)
+		diff, err := FirstDifference(desired, live)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got != want {
-			t.Errorf("%s: UpToDate = %v, want %v", name, got, want)
+		if got := diff == ""; got != want {
+			t.Errorf("%s: FirstDifference = %q, want up to date: %v", name, diff, want)
 		}
 	}
 	check("as applied, plus server defaults and foreign fields", live, true)
@@ -202,9 +236,55 @@ func TestUpToDate(t *testing.T) {
 	// alone would pass, the hash makes the apply happen.
 	w2 := w.DeepCopy()
 	w2.Spec.Env = w2.Spec.Env[:1]
-	if ok, _ := UpToDate(DesiredDeployment(w2, nil), live); ok {
+	if diff, _ := FirstDifference(DesiredDeployment(w2, nil), live); diff == "" {
 		t.Error("a WebApp whose env shrank is considered applied")
 	}
+}
+
+// TestFirstDifferenceEmptyValues: a value the API server stores as absent
+// (env[].value "") is up to date when absent, but drift when someone sets
+// it; a zero the API server keeps (replicas 0, optional false) must be there.
+func TestFirstDifferenceEmptyValues(t *testing.T) {
+	w := testWebApp()
+	w.Spec.Replicas = ptr.To[int32](0)
+	w.Spec.Env = []corev1.EnvVar{
+		{Name: "EMPTY"},
+		{Name: "CM", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "cm"}, Key: "k", Optional: ptr.To(false)}}},
+	}
+	desired := DesiredDeployment(w, nil)
+	// As the API server stores it: through the typed object, omitempty and all.
+	live := roundTrip[appsv1.Deployment](t, desired)
+	live.TypeMeta = metav1.TypeMeta{}
+	if data, _ := json.Marshal(live); strings.Contains(string(data), `"value":""`) {
+		t.Fatalf("the stored form still has the empty value: %s", data)
+	}
+
+	check := func(name string, live *appsv1.Deployment, wantDiff string) {
+		t.Helper()
+		diff, err := FirstDifference(desired, live)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff != wantDiff {
+			t.Errorf("%s: FirstDifference = %q, want %q", name, diff, wantDiff)
+		}
+	}
+	check("as stored", live, "")
+
+	env := ".spec.template.spec.containers[name=app].env[name=EMPTY].value"
+	set := live.DeepCopy()
+	set.Spec.Template.Spec.Containers[0].Env[0].Value = "x"
+	check("the empty env var was given a value", set, env)
+
+	noReplicas := live.DeepCopy()
+	noReplicas.Spec.Replicas = nil
+	check("replicas 0 is kept by the API, so its absence is drift", noReplicas, ".spec.replicas")
+
+	noOptional := live.DeepCopy()
+	noOptional.Spec.Template.Spec.Containers[0].Env[1].ValueFrom.ConfigMapKeyRef.Optional = nil
+	check("optional: false is kept by the API, so its absence is drift", noOptional,
+		".spec.template.spec.containers[name=app].env[name=CM].valueFrom.configMapKeyRef.optional")
 }
 
 func TestComputeStatus(t *testing.T) {

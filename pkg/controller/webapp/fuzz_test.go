@@ -34,11 +34,11 @@ func FuzzDesiredState(f *testing.F) {
 		if errs := handrollv1.ValidateWebApp(w); len(errs) > 0 {
 			t.Skip("invalid: admission refuses it")
 		}
-		var refData map[string]string
+		var ref *corev1.ConfigMap
 		if w.Spec.ConfigMapRef != nil {
-			refData = map[string]string{"k": string(data)}
+			ref = &corev1.ConfigMap{Data: map[string]string{"k": string(data)}, BinaryData: map[string][]byte{"k": data}}
 		}
-		children := []any{DesiredDeployment(w, refData), DesiredService(w)}
+		children := []any{DesiredDeployment(w, ref), DesiredService(w)}
 		if cm := DesiredConfigMap(w); cm != nil {
 			children = append(children, cm)
 		} else if len(w.Spec.Config) > 0 {
@@ -56,7 +56,7 @@ func FuzzDesiredState(f *testing.F) {
 				t.Fatalf("%T: namespace %q, want %q (%v)", c, meta.Metadata.Namespace, w.Namespace, err)
 			}
 		}
-		_ = ConfigHash(w.Spec.Config, refData)
+		_ = ConfigHash(w.Spec.Config, ref)
 		_ = URL(w)
 		now := metav1.Now()
 		_ = ComputeStatus(w, Observed{}, now)

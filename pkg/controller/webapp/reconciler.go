@@ -147,12 +147,12 @@ func (r *Reconciler) reconcileChildren(ctx context.Context, w *handrollv1.WebApp
 	var obs Observed
 	ns, name := w.Namespace, w.Name
 
-	var refData map[string]string
+	var refCM *corev1.ConfigMap // its data and binaryData go into the config hash
 	if ref := w.Spec.ConfigMapRef; ref != nil {
 		cm, err := r.ConfigMaps.ConfigMaps(ns).Get(ref.Name)
 		switch {
 		case err == nil:
-			refData = cm.Data
+			refCM = cm
 		case !apierrors.IsNotFound(err):
 			return obs, err
 		}
@@ -182,7 +182,7 @@ func (r *Reconciler) reconcileChildren(ctx context.Context, w *handrollv1.WebApp
 			return r.Kube.CoreV1().Services(ns).Apply(ctx, svc, applyOptions)
 		},
 	})
-	dep := DesiredDeployment(w, refData)
+	dep := DesiredDeployment(w, refCM)
 	children = append(children, child{
 		kind: "Deployment", name: name, desired: dep, filtered: r.ChildrenCacheFiltered,
 		cached: func() (metav1.Object, error) { return r.Deployments.Deployments(ns).Get(name) },

@@ -8,8 +8,10 @@ import (
 	"slices"
 )
 
-// UpToDate tells whether live already holds what applying desired would
-// write, so the reconciler can skip the request. Two things must hold:
+// FirstDifference returns the path of the first field desired sets that
+// live does not hold, or "" when live already holds what applying desired
+// would write, so the reconciler can skip the request (and logs the path to
+// say why it applies). Two things must hold for "":
 //
 //   - live carries desired's applied-hash annotation: the configuration last
 //     applied is this one (so a field removed from desired, which a subset
@@ -20,14 +22,12 @@ import (
 // Fields that live has and desired does not (server defaults, status, other
 // managers' fields) do not matter. Both sides go through encoding/json, so
 // quantities and the like compare in canonical form.
-func UpToDate(desired any, live any) (bool, error) {
-	diff, err := FirstDifference(desired, live)
-	return diff == "", err
-}
-
-// FirstDifference returns the path of the first field desired sets that
-// live does not hold, or "" when UpToDate. The reconciler logs it to say why
-// it applies.
+//
+// Desired is compared with live the way the API server stores it: a field
+// that live's Go type drops when it is empty (env[].value "" is stored as no
+// value at all, through omitempty on a plain string) is up to date when
+// live lacks it. Where live has the field, its value still counts, so an env
+// var we set to "" and someone set to "x" is drift.
 func FirstDifference(desired any, live any) (string, error) {
 	d, err := toJSONValue(desired)
 	if err != nil {
@@ -37,13 +37,39 @@ func FirstDifference(desired any, live any) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	stored, err := asStored(desired, live)
+	if err != nil {
+		return "", err
+	}
 	// Objects from an informer carry no apiVersion and kind: the decoder
 	// clears them once the type is known. They say nothing about drift.
 	if m, ok := d.(map[string]any); ok {
 		delete(m, "apiVersion")
 		delete(m, "kind")
 	}
-	return difference(d, l, ""), nil
+	return difference(d, stored, l, ""), nil
+}
+
+// asStored decodes desired into a new value of live's type and encodes it
+// again: what an object of that type can hold of desired. It is desired
+// itself when live is not a struct (an unstructured object, say).
+func asStored(desired any, live any) (any, error) {
+	t := reflect.TypeOf(live)
+	if t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || t.Kind() != reflect.Struct {
+		return toJSONValue(desired)
+	}
+	data, err := json.Marshal(desired)
+	if err != nil {
+		return nil, fmt.Errorf("encoding %T: %w", desired, err)
+	}
+	typed := reflect.New(t).Interface()
+	if err := json.Unmarshal(data, typed); err != nil {
+		return nil, fmt.Errorf("decoding %T as %s: %w", desired, t, err)
+	}
+	return toJSONValue(typed)
 }
 
 func toJSONValue(v any) (any, error) {
@@ -59,23 +85,30 @@ func toJSONValue(v any) (any, error) {
 }
 
 // difference returns the path of the first value in want that is not
-// present and equal in got, or "" when want is a subset of got.
-func difference(want, got any, path string) string {
+// present and equal in got, or "" when want is a subset of got. stored is
+// want as live's type holds it (nil where that is unknown): a field want
+// sets and stored lacks is one the type drops, so got cannot have it either.
+func difference(want, stored, got any, path string) string {
 	switch w := want.(type) {
 	case map[string]any:
 		g, ok := got.(map[string]any)
 		if !ok {
 			return orRoot(path)
 		}
+		s, _ := stored.(map[string]any)
 		for _, k := range slices.Sorted(maps.Keys(w)) {
+			sv, kept := s[k] // a nil map lacks every key
 			gv, ok := g[k]
 			if !ok {
 				if isEmpty(w[k]) {
 					continue // an empty value and an absent one are the same to the API
 				}
+				if s != nil && !kept {
+					continue // live's type drops it (omitempty): absent is how it is stored
+				}
 				return path + "." + k
 			}
-			if d := difference(w[k], gv, path+"."+k); d != "" {
+			if d := difference(w[k], sv, gv, path+"."+k); d != "" {
 				return d
 			}
 		}
@@ -88,7 +121,11 @@ func difference(want, got any, path string) string {
 			}
 			return orRoot(path)
 		}
-		return listDifference(w, g, path)
+		s, _ := stored.([]any)
+		if len(s) != len(w) {
+			s = nil // not element for element: compare strictly
+		}
+		return listDifference(w, s, g, path)
 	default:
 		if reflect.DeepEqual(want, got) {
 			return ""
@@ -99,21 +136,28 @@ func difference(want, got any, path string) string {
 
 // listDifference matches the elements of lists keyed by "name" (containers,
 // env, ports, volumes, mounts) by name, as server-side apply merges them,
-// and other lists by position; got may hold more elements than want.
-func listDifference(want, got []any, path string) string {
+// and other lists by position; got may hold more elements than want. stored
+// is nil or want's stored form, element for element.
+func listDifference(want, stored, got []any, path string) string {
+	storedAt := func(i int) any {
+		if stored == nil {
+			return nil
+		}
+		return stored[i]
+	}
 	if keyed(want) && keyed(got) {
 		byName := make(map[any]any, len(got))
 		for _, g := range got {
 			byName[g.(map[string]any)["name"]] = g
 		}
-		for _, w := range want {
+		for i, w := range want {
 			name := w.(map[string]any)["name"]
 			p := fmt.Sprintf("%s[name=%v]", path, name)
 			g, ok := byName[name]
 			if !ok {
 				return p
 			}
-			if d := difference(w, g, p); d != "" {
+			if d := difference(w, storedAt(i), g, p); d != "" {
 				return d
 			}
 		}
@@ -123,7 +167,7 @@ func listDifference(want, got []any, path string) string {
 		return orRoot(path)
 	}
 	for i := range want {
-		if d := difference(want[i], got[i], fmt.Sprintf("%s[%d]", path, i)); d != "" {
+		if d := difference(want[i], storedAt(i), got[i], fmt.Sprintf("%s[%d]", path, i)); d != "" {
 			return d
 		}
 	}

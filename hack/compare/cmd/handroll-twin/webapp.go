@@ -137,13 +137,16 @@ var errNotControlled = errors.New("not controlled by this WebApp")
 
 func (r *WebAppReconciler) reconcileChildren(ctx context.Context, w *handrollv1.WebApp) (webapp.Observed, error) {
 	var obs webapp.Observed
-	var refData map[string]string
+	var refCM *corev1.ConfigMap
 	if ref := w.Spec.ConfigMapRef; ref != nil {
 		var cm corev1.ConfigMap
-		if err := r.Get(ctx, client.ObjectKey{Namespace: w.Namespace, Name: ref.Name}, &cm); client.IgnoreNotFound(err) != nil {
+		err := r.Get(ctx, client.ObjectKey{Namespace: w.Namespace, Name: ref.Name}, &cm)
+		if client.IgnoreNotFound(err) != nil {
 			return obs, err
 		}
-		refData = cm.Data
+		if err == nil {
+			refCM = &cm
+		}
 	}
 
 	var children []child
@@ -152,7 +155,7 @@ func (r *WebAppReconciler) reconcileChildren(ctx context.Context, w *handrollv1.
 	}
 	children = append(children,
 		child{"Service", w.Name, &corev1.Service{}, webapp.DesiredService(w), true},
-		child{"Deployment", w.Name, &appsv1.Deployment{}, webapp.DesiredDeployment(w, refData), true})
+		child{"Deployment", w.Name, &appsv1.Deployment{}, webapp.DesiredDeployment(w, refCM), true})
 
 	for _, c := range children {
 		current, err := r.ensure(ctx, w, c)
