@@ -44,43 +44,76 @@ func loadConfig(kubeconfig string, qps float32, burst int, timeout time.Duration
 }
 
 func findConfig(kubeconfig string) (*rest.Config, string, error) {
+	home := ""
+	if dir, err := os.UserHomeDir(); err == nil {
+		home = filepath.Join(dir, clientcmd.RecommendedHomeDir, clientcmd.RecommendedFileName)
+	}
+	return configSources{
+		kubeconfigEnv: os.Getenv(clientcmd.RecommendedConfigPathEnvVar),
+		inCluster:     rest.InClusterConfig,
+		home:          home,
+	}.find(kubeconfig)
+}
+
+// configSources are the places findConfig looks, other than the flag; tests
+// replace them (the in-cluster one needs a service-account token file).
+type configSources struct {
+	kubeconfigEnv string                       // $KUBECONFIG, a list of files
+	inCluster     func() (*rest.Config, error) // rest.InClusterConfig
+	home          string                       // ~/.kube/config; empty if there is no home
+}
+
+// find returns the first configuration that is chosen. The flag and
+// KUBECONFIG are explicit choices: when one is set, it is used or its error
+// returned, never silently replaced by another cluster's configuration.
+func (s configSources) find(kubeconfig string) (*rest.Config, string, error) {
 	if kubeconfig != "" {
-		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		cfg, err := loadKubeconfig(&clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig})
 		if err != nil {
 			return nil, "", fmt.Errorf("--kubeconfig=%s: %w", kubeconfig, err)
 		}
 		return cfg, "--kubeconfig " + kubeconfig, nil
 	}
-	var tried []string
-	if env := os.Getenv(clientcmd.RecommendedConfigPathEnvVar); env != "" {
-		// KUBECONFIG may list several files, merged as kubectl merges them.
-		rules := &clientcmd.ClientConfigLoadingRules{Precedence: filepath.SplitList(env)}
-		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
-		if err == nil {
-			return cfg, "KUBECONFIG " + env, nil
+	if env := s.kubeconfigEnv; env != "" {
+		// KUBECONFIG may list several files, merged as kubectl merges them
+		// (a missing one is skipped, as kubectl does; none usable is an error).
+		cfg, err := loadKubeconfig(&clientcmd.ClientConfigLoadingRules{Precedence: filepath.SplitList(env)})
+		if err != nil {
+			return nil, "", fmt.Errorf("KUBECONFIG=%s: %w", env, err)
 		}
-		tried = append(tried, fmt.Sprintf("KUBECONFIG=%s: %v", env, err))
-	} else {
-		tried = append(tried, "KUBECONFIG: not set")
+		return cfg, "KUBECONFIG " + env, nil
 	}
-	cfg, err := rest.InClusterConfig()
+	tried := []string{"--kubeconfig: not set", "KUBECONFIG: not set"}
+	cfg, err := s.inCluster()
 	if err == nil {
 		return cfg, "in-cluster service account", nil
 	}
 	tried = append(tried, "in-cluster: "+err.Error())
-	if home, herr := os.UserHomeDir(); herr == nil {
-		path := filepath.Join(home, clientcmd.RecommendedHomeDir, clientcmd.RecommendedFileName)
-		if _, serr := os.Stat(path); serr == nil {
-			cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if s.home != "" {
+		if _, serr := os.Stat(s.home); serr == nil {
+			cfg, err := loadKubeconfig(&clientcmd.ClientConfigLoadingRules{ExplicitPath: s.home})
 			if err == nil {
-				return cfg, path, nil
+				return cfg, s.home, nil
 			}
-			tried = append(tried, fmt.Sprintf("%s: %v", path, err))
+			tried = append(tried, fmt.Sprintf("%s: %v", s.home, err))
 		} else {
-			tried = append(tried, fmt.Sprintf("%s: %v", path, serr))
+			tried = append(tried, fmt.Sprintf("%s: %v", s.home, serr))
 		}
 	}
-	return nil, "", errors.New("no Kubernetes configuration found; tried --kubeconfig (not set), " + strings.Join(tried, "; "))
+	return nil, "", errors.New("no Kubernetes configuration found; tried " + strings.Join(tried, "; "))
+}
+
+// loadKubeconfig loads and merges the files rules name, as kubectl does.
+// Not clientcmd.BuildConfigFromFlags or a DeferredLoadingClientConfig:
+// given files that hold no usable configuration (empty, no current
+// context), those fall back to the in-cluster configuration, which is
+// another cluster than the one the user chose.
+func loadKubeconfig(rules *clientcmd.ClientConfigLoadingRules) (*rest.Config, error) {
+	raw, err := rules.Load()
+	if err != nil {
+		return nil, err
+	}
+	return clientcmd.NewNonInteractiveClientConfig(*raw, "", &clientcmd.ConfigOverrides{}, rules).ClientConfig()
 }
 
 // onceWarnings logs each distinct API warning (a deprecated API, an unknown

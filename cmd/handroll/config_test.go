@@ -149,3 +149,84 @@ func TestFlags(t *testing.T) {
 		t.Errorf("an unknown flag: code %d, stderr %q", code, errOut.String())
 	}
 }
+
+// TestExplicitConfigThatFailsIsAnError: a --kubeconfig or KUBECONFIG that
+// names a missing, broken or empty file is an error, naming it; it never
+// falls back to another source (here ~/.kube/config, another cluster).
+func TestExplicitConfigThatFailsIsAnError(t *testing.T) {
+	dir := t.TempDir()
+	home := filepath.Join(dir, "home")
+	if err := os.MkdirAll(filepath.Join(home, ".kube"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(writeKubeconfig(t, dir, "https://other.example:6443"), filepath.Join(home, ".kube", "config")); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HOME", home)
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	t.Setenv("KUBERNETES_SERVICE_PORT", "")
+	broken := filepath.Join(dir, "broken")
+	if err := os.WriteFile(broken, []byte("clusters: [this is not a kubeconfig"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "missing")
+	for _, tc := range []struct{ name, flag, env, want string }{
+		{"flag: missing file", missing, "", "--kubeconfig"},
+		{"flag: broken file", broken, "", "--kubeconfig"},
+		{"flag: empty file", empty, "", "--kubeconfig"},
+		{"KUBECONFIG: missing file", "", missing, "KUBECONFIG"},
+		{"KUBECONFIG: broken file", "", broken, "KUBECONFIG"},
+		{"KUBECONFIG: empty file", "", empty, "KUBECONFIG"},
+		{"KUBECONFIG: a list of missing files", "", missing + string(filepath.ListSeparator) + missing + "2", "KUBECONFIG"},
+		{"KUBECONFIG: a list with a broken file", "", broken + string(filepath.ListSeparator) + missing, "KUBECONFIG"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("KUBECONFIG", tc.env)
+			cfg, source, err := loadConfig(tc.flag, 20, 30, 0)
+			if err == nil {
+				t.Fatalf("loadConfig = %s from %q, want an error", cfg.Host, source)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not name %s", err, tc.want)
+			}
+		})
+	}
+}
+
+// With an in-cluster configuration available, a failing explicit choice
+// still fails: it is not replaced by the cluster the pod runs in.
+func TestExplicitConfigNeverFallsBackToInCluster(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "missing")
+	good := writeKubeconfig(t, dir, "https://chosen.example:6443")
+	inCluster := func() (*rest.Config, error) { return &rest.Config{Host: "https://in-cluster.example:443"}, nil }
+	for _, tc := range []struct{ name, flag, env, want string }{
+		{"flag: missing file", missing, "", ""},
+		{"flag: empty file", empty, "", ""},
+		{"KUBECONFIG: missing file", "", missing, ""},
+		{"KUBECONFIG: empty file", "", empty, ""},
+		{"KUBECONFIG: a list of missing files", "", missing + string(filepath.ListSeparator) + missing + "2", ""},
+		{"KUBECONFIG: a list with a good file", "", missing + string(filepath.ListSeparator) + good, "https://chosen.example:6443"},
+		{"neither: in-cluster", "", "", "https://in-cluster.example:443"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, source, err := configSources{kubeconfigEnv: tc.env, inCluster: inCluster}.find(tc.flag)
+			switch {
+			case tc.want == "" && err == nil:
+				t.Errorf("find = %s from %q, want an error", cfg.Host, source)
+			case tc.want != "" && err != nil:
+				t.Errorf("find: %v", err)
+			case tc.want != "" && cfg.Host != tc.want:
+				t.Errorf("host %q, want %q", cfg.Host, tc.want)
+			}
+		})
+	}
+}

@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
@@ -26,54 +29,56 @@ import (
 )
 
 // start is the Manager's NewManager + Start, written out. Each numbered step
-// names the Manager option or method it replaces. It returns when ctx is
-// cancelled and everything has stopped, or when a component fails.
+// names the Manager option or method it replaces, and its errors name the
+// step ("step 5, clients: ..."). It returns when ctx is cancelled and
+// everything has stopped, when a component fails, or at once when the
+// leader lease is lost (leader.ErrLeaseLost).
 func start(ctx context.Context, o options) error {
 	klog.InfoS("Starting handroll", "version", version)
 
 	// Step 3 — config (ctrl.GetConfigOrDie, Options.QPS/Burst via rest.Config).
 	cfg, source, err := loadConfig(o.kubeconfig, o.kubeAPIQPS, o.kubeAPIBurst, o.kubeAPITimeout)
 	if err != nil {
-		return err
+		return fmt.Errorf("step 3, config: %w", err)
 	}
 	klog.InfoS("Using cluster", "host", cfg.Host, "from", source, "qps", cfg.QPS, "burst", cfg.Burst)
 
 	// Step 4 — scheme (Options.Scheme): built explicitly, once.
 	s, err := scheme.New()
 	if err != nil {
-		return err
+		return fmt.Errorf("step 4, scheme: %w", err)
 	}
 	webAppKind, err := scheme.KindFor(s, &handrollv1.WebApp{})
 	if err != nil {
-		return err
+		return fmt.Errorf("step 4, scheme: %w", err)
 	}
 
 	// Step 5 — clients (client.Client for writes, GetAPIReader for uncached
 	// reads): the generated typed clientset and client-go's.
 	handrollClient, err := clientset.NewForConfig(cfg)
 	if err != nil {
-		return err
+		return fmt.Errorf("step 5, clients: %w", err)
 	}
 	kubeClient, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return err
+		return fmt.Errorf("step 5, clients: %w", err)
 	}
 	// RESTMapper (mgr.GetRESTMapper, apiutil.NewDynamicRESTMapper): lazy
 	// discovery. Asking it for the WebApp's resource now turns a missing
 	// CRD into a clear error instead of informers retrying a 404 for ever.
 	mapper, err := restmapper.New(kubeClient.Discovery(), restmapper.Options{})
 	if err != nil {
-		return err
+		return fmt.Errorf("step 5, clients: %w", err)
 	}
 	mapping, err := mapper.RESTMapping(webAppKind.GroupKind(), webAppKind.Version)
 	if err != nil {
-		return fmt.Errorf("the API server does not serve %s (is the CRD installed? kubectl apply -k manifests/crd): %w", webAppKind, err)
+		return fmt.Errorf("step 5, clients: the API server does not serve %s (is the CRD installed? kubectl apply -k manifests/crd): %w", webAppKind, err)
 	}
 	klog.V(2).InfoS("WebApp is served", "resource", mapping.Resource, "scope", mapping.Scope.Name())
 
-	// Step 6 — HTTP servers (Options.Metrics, HealthProbeBindAddress). They
-	// bind first, so a port conflict fails before anything else starts, and
-	// /healthz answers while the caches fill.
+	// Step 6 — HTTP servers (Options.Metrics, HealthProbeBindAddress,
+	// WebhookServer). They bind first, so a port conflict fails before
+	// anything else starts, and /healthz answers while the caches fill.
 	registry := server.NewRegistry()
 	server.RegisterClientGoMetrics(registry)
 
@@ -82,101 +87,30 @@ func start(ctx context.Context, o options) error {
 	// rest.Config: renewals must not queue behind the controller's requests.
 	elector, err := leader.New(cfg, o.leader, registry)
 	if err != nil {
-		return err
+		return fmt.Errorf("step 6, leader election: %w", err)
 	}
-
 	health := &server.Health{}
 	health.AddLivenessCheck(server.Ping)
 	health.AddLivenessCheck(elector.HealthCheck())
 	health.AddReadinessCheck(server.Ping)
-	// The API server's own readiness: an outage (the API server or its etcd
-	// down, or unreachable) shows in /readyz. Its client has a limiter of
-	// its own, and the check asks at most once a second however often it
-	// is probed.
-	probeConfig := rest.CopyConfig(cfg)
-	probeConfig.RateLimiter = nil
-	probeConfig.QPS, probeConfig.Burst = 1, 1
-	probeClient, err := kubernetes.NewForConfig(probeConfig)
+	srvs, err := newServers(cfg, kubeClient, s, o, health, registry)
 	if err != nil {
-		return err
+		return fmt.Errorf("step 6, servers: %w", err)
 	}
-	health.AddReadinessCheck(server.APIServerCheck(probeClient.Discovery().RESTClient(), time.Second, 5*time.Second))
-	var servers []*server.Server
-	if o.metricsAddr != "0" {
-		mux := http.NewServeMux()
-		metrics := &server.Server{Name: "metrics", Addr: o.metricsAddr, Handler: mux}
-		if o.metricsSecure {
-			// HTTPS, and each scrape authenticated (TokenReview) and
-			// authorized (SubjectAccessReview for get /metrics), as
-			// controller-runtime's WithAuthenticationAndAuthorization.
-			if metrics.TLS, err = server.SelfSignedTLS(); err != nil {
-				return err
-			}
-			mux.Handle("/metrics", server.WithAuthenticationAndAuthorization(kubeClient, 10*time.Second, server.MetricsHandler(registry)))
-		} else {
-			mux.Handle("/metrics", server.MetricsHandler(registry))
-		}
-		servers = append(servers, metrics)
-	}
-	if o.healthAddr != "0" {
-		mux := http.NewServeMux()
-		health.Register(mux)
-		servers = append(servers, &server.Server{Name: "health", Addr: o.healthAddr, Handler: mux})
-	}
-	// The admission and conversion webhooks (WebhookServer), on every
-	// replica: the API server calls whichever is there. The certificate is
-	// reloaded when its files change (certwatcher) or, self-managed, kept in
-	// a Secret all replicas share and rotated before it expires.
-	var runCertificates func(context.Context)
-	if o.webhookPort != 0 {
-		webhooks, run, err := webhookServer(cfg, kubeClient, s, o, health)
-		if err != nil {
-			return err
-		}
-		servers = append(servers, webhooks)
-		runCertificates = run
-	} else {
-		klog.InfoS("Not serving the webhooks: --webhook-port=0")
-	}
-	if o.pprofAddr != "" && o.pprofAddr != "0" {
-		servers = append(servers, &server.Server{Name: "pprof", Addr: o.pprofAddr, Handler: server.PprofHandler()})
-	}
-	for _, srv := range servers {
-		if err := srv.Listen(); err != nil {
-			return err
-		}
-	}
-	serversCtx, stopServers := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopServers()
-	serveErrs := make(chan error, len(servers))
-	var serving sync.WaitGroup
-	if runCertificates != nil {
-		serving.Add(1)
-		go func() {
-			defer serving.Done()
-			runCertificates(serversCtx)
-		}()
-	}
-	for _, srv := range servers {
-		serving.Add(1)
-		go func() {
-			defer serving.Done()
-			if err := srv.Serve(serversCtx, o.shutdownTimeout); err != nil {
-				serveErrs <- err
-			}
-		}()
-	}
+	srvs.serve(o.shutdownTimeout)
+	// On an early return the servers are told to stop but not waited for
+	// (after a lost Lease nothing may delay the exit); step 12 stops them in
+	// order.
+	defer srvs.cancel()
 
 	// Step 7 — events (mgr.GetEventRecorderFor): an events.k8s.io/v1
 	// broadcaster; one recorder for the one controller.
 	// Events get a client, and so a rate limiter, of their own, as
 	// kube-scheduler's do: they are best-effort, and a burst of them (one
 	// per child created) must not hold back the writes that converge.
-	eventConfig := rest.CopyConfig(cfg)
-	eventConfig.RateLimiter = nil // a bucket of its own, from QPS and Burst
-	eventClient, err := kubernetes.NewForConfig(eventConfig)
+	eventClient, err := kubernetes.NewForConfig(withOwnBucket(cfg, cfg.QPS, cfg.Burst))
 	if err != nil {
-		return err
+		return fmt.Errorf("step 7, events: %w", err)
 	}
 	eventSink := &flushingSink{EventSink: &events.EventSinkImpl{Interface: eventClient.EventsV1()}}
 	broadcaster := events.NewBroadcaster(eventSink)
@@ -197,7 +131,7 @@ func start(ctx context.Context, o options) error {
 	webappInformers := caches.WebApps()
 	for _, inf := range webappInformers {
 		if err := webapp.AddIndexers(inf); err != nil {
-			return err
+			return fmt.Errorf("step 8, cache: %w", err)
 		}
 	}
 	informerSet := webapp.Informers{
@@ -226,16 +160,21 @@ func start(ctx context.Context, o options) error {
 		replica := elector.Identity()
 		if replica == "" {
 			if replica, err = leader.NewIdentity(); err != nil {
-				return err
+				return fmt.Errorf("step 9, controllers: %w", err)
 			}
 		}
 		j, err := controller.OpenJournal(o.reconcileJournal, replica, o.reconcileJournalMaxMiB<<20)
 		if err != nil {
-			return err
+			return fmt.Errorf("step 9, controllers: %w", err)
 		}
 		defer j.Close()
 		journal = j
 	}
+	// The controllers drain their in-flight reconciles within the shutdown
+	// timeout less a margin, so that the Lease is released (step 12) even
+	// when a reconcile hangs: a standby then takes over within a retry
+	// period rather than a lease duration.
+	drain := drainTimeout(o.shutdownTimeout)
 	webappController, err := webapp.NewController(&webapp.Reconciler{
 		WebApps:               caches.WebAppLister(),
 		Deployments:           caches.DeploymentLister(),
@@ -249,15 +188,15 @@ func start(ctx context.Context, o options) error {
 	}, informerSet, controller.Options{
 		MaxConcurrentReconciles: o.maxConcurrentReconciles,
 		Registerer:              registry,
-		ShutdownTimeout:         o.shutdownTimeout,
+		ShutdownTimeout:         drain,
 		Journal:                 journal,
 	})
 	if err != nil {
-		return err
+		return fmt.Errorf("step 9, controllers: %w", err)
 	}
 
 	// Step 10 — start the caches, wait for them (bounded), then the
-	// controller. Caches first: the controller only ever reads a full cache.
+	// controllers. Caches first: a controller only ever reads a full cache.
 	// With warm standby (the default) every replica does this before the
 	// election; without, only the leader, in step 11.
 	cacheCtx, stopCache := context.WithCancel(context.WithoutCancel(ctx))
@@ -268,7 +207,7 @@ func start(ctx context.Context, o options) error {
 		syncCtx, cancelSync := context.WithTimeout(ctx, o.cacheSyncTimeout)
 		defer cancelSync()
 		if err := caches.WaitForSync(syncCtx); err != nil && ctx.Err() == nil {
-			return fmt.Errorf("caches not synced within --cache-sync-timeout=%s: %w", o.cacheSyncTimeout, err)
+			return fmt.Errorf("step 10, caches not synced within --cache-sync-timeout=%s: %w", o.cacheSyncTimeout, err)
 		}
 		webapps, _ := caches.WebAppLister().List(labels.Everything())
 		klog.InfoS("Caches synced", "namespaces", o.namespaces, "webapps", len(webapps))
@@ -281,71 +220,289 @@ func start(ctx context.Context, o options) error {
 	}
 
 	// Step 11 — leader election (LeaderElection*, mgr.Elected()). Only the
-	// leader runs the controller, inside the callback, which returns once
-	// the controller has stopped and its in-flight reconciles have finished.
+	// leader runs the controllers, inside the callback, which returns once
+	// they have stopped and their in-flight reconciles have finished. Its
+	// error comes back through Run: nothing is shared with its goroutine.
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
-	var controllerErr error
-	electionDone := make(chan error, 1)
+	election := make(chan error, 1)
 	go func() {
-		electionDone <- elector.Run(runCtx, func(leaderCtx context.Context) {
-			klog.InfoS("Leading; starting the controller", "identity", elector.Identity(), "warmStandby", warm)
+		election <- elector.Run(runCtx, func(leaderCtx context.Context) error {
+			klog.InfoS("Leading; starting the controllers", "identity", elector.Identity(), "warmStandby", warm)
 			if !warm {
-				if controllerErr = syncCaches(leaderCtx); controllerErr != nil || leaderCtx.Err() != nil {
-					return // a stop while the caches filled is no error
+				if err := syncCaches(leaderCtx); err != nil || leaderCtx.Err() != nil {
+					return err // a stop while the caches filled is no error
 				}
 			}
-			controllerErr = webappController.Start(leaderCtx, caches.HasSynced)
+			return runControllers(leaderCtx,
+				func(ctx context.Context) error { return webappController.Start(ctx, caches.HasSynced) },
+			)
 		})
 	}()
 
 	// Step 12 — run until a signal or a failing component, then stop in
-	// reverse: the controller (in-flight reconciles finish, the lease is
-	// released), events flushed, informers, servers.
+	// reverse (stopper.stop).
+	st := stopper{
+		timeout:  o.shutdownTimeout,
+		stopRun:  stopRun,
+		election: election,
+		flushEvents: func(budget time.Duration) {
+			broadcaster.Shutdown()
+			if !eventSink.Flush(200*time.Millisecond, min(budget, 5*time.Second)) {
+				klog.InfoS("Some events may not have been written before the stop")
+			}
+		},
+		stopCaches: func() {
+			stopCache()
+			caches.Shutdown()
+		},
+		stopServers: srvs.stop,
+	}
 	var runErr error
-	electionReturned := false
 	select {
 	case <-ctx.Done():
-	case runErr = <-serveErrs:
-	case runErr = <-electionDone:
-		electionReturned = true
+	case err := <-srvs.errs:
+		runErr = fmt.Errorf("step 6, servers: %w", err)
+	case err := <-election:
+		if errors.Is(err, leader.ErrLeaseLost) {
+			// Another replica may lead already: stop now, without draining.
+			return fmt.Errorf("step 11, leader election: %w", err)
+		}
+		runErr = fmt.Errorf("step 11, the controllers stopped: %w", err)
+		st.election = nil
 	}
-	if errors.Is(runErr, leader.ErrLeaseLost) {
-		// Another replica may lead already: stop now, without draining.
-		return runErr
+	return st.stop(runErr)
+}
+
+// drainTimeout is how long the controllers may take, after the stop begins,
+// to finish their in-flight reconciles: the shutdown timeout less a margin
+// (a quarter of it, at most 5 s) for what must follow within it, the
+// Lease's release first, then the events' flush.
+func drainTimeout(shutdown time.Duration) time.Duration {
+	return shutdown - min(shutdown/4, 5*time.Second)
+}
+
+// runControllers runs the leader's controllers, which share the informers
+// as a Manager's controllers share its cache, and returns once all have
+// stopped, with their errors. One that stops on its own or fails stops the
+// others: the process then exits, as the Manager does when a runnable fails.
+func runControllers(ctx context.Context, controllers ...func(context.Context) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make([]error, len(controllers))
+	var wg sync.WaitGroup
+	for i, run := range controllers {
+		wg.Go(func() {
+			defer cancel()
+			errs[i] = run(ctx)
+		})
 	}
-	if errors.Is(runErr, leader.ErrCallbackReturned) {
-		runErr = fmt.Errorf("the controller stopped: %w", controllerErr)
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// stopper is step 12: it stops what start started, in reverse, within
+// timeout (--graceful-shutdown-timeout).
+type stopper struct {
+	timeout time.Duration
+	// stopRun ends the election's context: the controllers drain, then
+	// the Lease is released.
+	stopRun context.CancelFunc
+	// election delivers leader.Elector.Run's result; nil when it was
+	// received already.
+	election    <-chan error
+	flushEvents func(budget time.Duration)
+	stopCaches  func()
+	stopServers func() error
+}
+
+// stop runs the stop sequence and returns runErr joined with what failed on
+// the way: the controllers (their in-flight reconciles finish, then the
+// Lease is released), the events flushed, the informers, the servers.
+//
+// A lost Lease ends it at once, in whatever phase: another replica may
+// lead already, and this one must neither write (an Event, a status) nor
+// wait for anything. The Lease can only be lost until Run returns; the
+// later phases hold nothing another replica could take over.
+func (s stopper) stop(runErr error) error {
+	klog.InfoS("Stopping", "timeout", s.timeout)
+	deadline := time.NewTimer(s.timeout)
+	defer deadline.Stop()
+	end := time.Now().Add(s.timeout)
+	timedOut := func(what string) error {
+		return errors.Join(runErr, fmt.Errorf("step 12, stop: %s within --graceful-shutdown-timeout=%s", what, s.timeout))
 	}
-	klog.InfoS("Stopping", "timeout", o.shutdownTimeout)
-	stopRun()
-	done := make(chan error, 1)
+
+	s.stopRun()
+	if s.election != nil {
+		select {
+		case err := <-s.election:
+			if errors.Is(err, leader.ErrLeaseLost) {
+				return errors.Join(runErr, fmt.Errorf("step 11, leader election: %w", err))
+			}
+			if err != nil {
+				runErr = errors.Join(runErr, fmt.Errorf("step 11, the controllers: %w", err))
+			}
+		case <-deadline.C:
+			return timedOut("the controllers did not stop")
+		}
+	}
+
+	rest := make(chan error, 1)
 	go func() {
-		var err error
-		if !electionReturned {
-			err = <-electionDone
-		}
-		broadcaster.Shutdown()
-		if !eventSink.Flush(200*time.Millisecond, 5*time.Second) {
-			klog.InfoS("Some events may not have been written before the stop")
-		}
-		stopCache()
-		caches.Shutdown()
-		stopServers()
-		serving.Wait()
-		done <- errors.Join(err, controllerErr)
+		s.flushEvents(time.Until(end))
+		s.stopCaches()
+		rest <- s.stopServers()
 	}()
 	select {
-	case err := <-done:
-		runErr = errors.Join(runErr, err)
-	case <-time.After(o.shutdownTimeout):
-		return errors.Join(runErr, fmt.Errorf("graceful shutdown did not finish within %s", o.shutdownTimeout))
+	case err := <-rest:
+		if err != nil {
+			runErr = errors.Join(runErr, fmt.Errorf("step 6, servers: %w", err))
+		}
+		return runErr
+	case <-deadline.C:
+		return timedOut("the events, informers and servers did not stop")
 	}
-	close(serveErrs)
-	for err := range serveErrs {
-		runErr = errors.Join(runErr, err)
+}
+
+// servers are step 6's HTTP servers, and the runnable that keeps the
+// webhook server's certificate current.
+type servers struct {
+	list            []*server.Server
+	runCertificates func(context.Context) // nil without webhooks
+
+	errs     chan error // a server that failed while serving
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// newServers builds and binds the metrics, health, webhook and pprof
+// servers that o asks for.
+func newServers(cfg *rest.Config, kubeClient kubernetes.Interface, s *runtime.Scheme, o options, health *server.Health, registry *prometheus.Registry) (*servers, error) {
+	// The API server's own readiness, asked at most once a second with a
+	// client of its own, is reported at /readyz/api-server and in
+	// /readyz?verbose but is not part of /readyz: it is the same for every
+	// replica, and one flaky API server would take every replica out of the
+	// webhook Service at once. A replica is ready when it can serve its
+	// webhooks (certificate loaded) and, when it needs them, its caches are
+	// synced.
+	probeClient, err := kubernetes.NewForConfig(withOwnBucket(cfg, 1, 1))
+	if err != nil {
+		return nil, err
 	}
-	return runErr
+	health.AddReadinessReport(server.APIServerCheck(probeClient.Discovery().RESTClient(), time.Second, 5*time.Second))
+
+	out := &servers{}
+	if o.metricsAddr != "0" {
+		handler, tlsConfig, err := metricsHandler(cfg, registry, o.metricsSecure)
+		if err != nil {
+			return nil, err
+		}
+		out.list = append(out.list, &server.Server{Name: "metrics", Addr: o.metricsAddr, Handler: handler, TLS: tlsConfig})
+	}
+	if o.healthAddr != "0" {
+		mux := http.NewServeMux()
+		health.Register(mux)
+		out.list = append(out.list, &server.Server{Name: "health", Addr: o.healthAddr, Handler: mux})
+	}
+	// The admission and conversion webhooks (WebhookServer), on every
+	// replica: the API server calls whichever is there. The certificate is
+	// reloaded when its files change (certwatcher) or, self-managed, kept in
+	// a Secret all replicas share and rotated before it expires.
+	if o.webhookPort != 0 {
+		webhooks, run, err := webhookServer(cfg, kubeClient, s, o, health)
+		if err != nil {
+			return nil, err
+		}
+		out.list = append(out.list, webhooks)
+		out.runCertificates = run
+	} else {
+		klog.InfoS("Not serving the webhooks: --webhook-port=0")
+	}
+	if o.pprofAddr != "" && o.pprofAddr != "0" {
+		out.list = append(out.list, &server.Server{Name: "pprof", Addr: o.pprofAddr, Handler: server.PprofHandler()})
+	}
+	for _, srv := range out.list {
+		if err := srv.Listen(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// metricsHandler serves the registry at /metrics. Secure: over HTTPS (a
+// self-signed certificate), and each scrape authenticated (TokenReview) and
+// authorized (SubjectAccessReview for get /metrics), as controller-runtime's
+// WithAuthenticationAndAuthorization. The reviews have a client and a rate
+// limit of their own: on the controllers' they would wait behind the
+// reconciles, and scrapes would fail exactly under load.
+func metricsHandler(cfg *rest.Config, registry *prometheus.Registry, secure bool) (http.Handler, *tls.Config, error) {
+	mux := http.NewServeMux()
+	if !secure {
+		mux.Handle("/metrics", server.MetricsHandler(registry))
+		return mux, nil, nil
+	}
+	tlsConfig, err := server.SelfSignedTLS()
+	if err != nil {
+		return nil, nil, err
+	}
+	reviewClient, err := kubernetes.NewForConfig(withOwnBucket(cfg, metricsReviewQPS, metricsReviewBurst))
+	if err != nil {
+		return nil, nil, err
+	}
+	mux.Handle("/metrics", server.WithAuthenticationAndAuthorization(reviewClient, 10*time.Second, server.MetricsHandler(registry)))
+	return mux, tlsConfig, nil
+}
+
+// The metrics reviews' own budget. A scraper's decision is cached for 10 s,
+// so a few scrapers cost well under one review a second.
+const (
+	metricsReviewQPS   = 5
+	metricsReviewBurst = 10
+)
+
+// serve starts every server, and the certificate runnable, until stop.
+func (s *servers) serve(shutdownTimeout time.Duration) {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	s.errs = make(chan error, len(s.list))
+	if s.runCertificates != nil {
+		s.wg.Go(func() { s.runCertificates(ctx) })
+	}
+	for _, srv := range s.list {
+		s.wg.Go(func() {
+			if err := srv.Serve(ctx, shutdownTimeout); err != nil {
+				s.errs <- err
+			}
+		})
+	}
+}
+
+// stop shuts the servers down gracefully, waits for them, and returns what
+// failed while they served or stopped. It may be called more than once.
+func (s *servers) stop() error {
+	s.stopOnce.Do(func() {
+		s.cancel()
+		s.wg.Wait()
+		close(s.errs)
+		for err := range s.errs {
+			s.stopErr = errors.Join(s.stopErr, err)
+		}
+	})
+	return s.stopErr
+}
+
+// withOwnBucket copies cfg with a client-side rate limiter of its own, of
+// qps and burst: clients made from the copy neither wait behind the
+// controllers' requests nor spend their budget (rest.CopyConfig would share
+// cfg's limiter; with none, client-go makes one from QPS and Burst).
+func withOwnBucket(cfg *rest.Config, qps float32, burst int) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.RateLimiter = nil
+	c.QPS, c.Burst = qps, burst
+	return c
 }
 
 func isClosed(ch <-chan struct{}) bool {

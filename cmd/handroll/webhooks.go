@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -32,23 +31,12 @@ type webhookCertOptions struct {
 	validity          time.Duration
 }
 
-// validateWebhookURL checks --webhook-url: the API server calls it, so it
-// must be https, and the paths of the webhooks are appended to it.
+// validateWebhookURL checks --webhook-url with pkg/certs' own check, which
+// the certificate manager applies to it again: one rule, so a URL the flag
+// accepts is never refused later.
 func validateWebhookURL(raw string) error {
-	if raw == "" {
-		return nil
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return fmt.Errorf("--webhook-url=%s: %w", raw, err)
-	}
-	switch {
-	case u.Scheme != "https":
-		return fmt.Errorf("--webhook-url=%s: the API server calls webhooks over https only", raw)
-	case u.Hostname() == "":
-		return fmt.Errorf("--webhook-url=%s: no host", raw)
-	case u.Path != "" && u.Path != "/", u.RawQuery != "", u.Fragment != "", u.User != nil:
-		return fmt.Errorf("--webhook-url=%s: give only https://host[:port]; each webhook's path is appended", raw)
+	if err := certs.ValidateURL(raw); err != nil {
+		return fmt.Errorf("--webhook-url: %w", err)
 	}
 	return nil
 }

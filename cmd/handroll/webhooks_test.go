@@ -3,6 +3,10 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/handroll/handroll/pkg/certs"
 )
 
 func TestValidateWebhookURL(t *testing.T) {
@@ -23,6 +27,25 @@ func TestValidateWebhookURL(t *testing.T) {
 			t.Errorf("%q: %v", tc.url, err)
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("%q: got %v, want an error containing %q", tc.url, err, tc.want)
+		}
+	}
+}
+
+// The flag check and pkg/certs, which gets the URL next, accept the same
+// URLs: a --webhook-url that passes the flag check never fails later.
+func TestWebhookURLCheckedOnce(t *testing.T) {
+	for _, raw := range []string{
+		"https://127.0.0.1:9443",
+		"https://127.0.0.1:9443/",
+		"https://127.0.0.1:9443/?",
+		"https://127.0.0.1:9443/#",
+		"https://127.0.0.1:9443//",
+		"https://127.0.0.1:9443/hooks",
+	} {
+		flagErr := validateWebhookURL(raw)
+		_, certsErr := certs.New(fake.NewClientset(), nil, certs.Options{Namespace: "ns", URL: raw, CRDs: []string{}})
+		if (flagErr == nil) != (certsErr == nil) {
+			t.Errorf("%q: the flag check says %v, pkg/certs says %v", raw, flagErr, certsErr)
 		}
 	}
 }

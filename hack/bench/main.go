@@ -35,10 +35,11 @@ import (
 )
 
 // Short Lease timings for every failover trial, so that a trial takes
-// seconds; they satisfy pkg/leader's checks (lease > renew + retry).
+// seconds; they satisfy pkg/leader's checks (lease > renew + retry + the
+// Lease request timeout: 4 > 2 + 0.5 + 1).
 const (
 	leaseDuration = 4 * time.Second
-	renewDeadline = 3 * time.Second
+	renewDeadline = 2 * time.Second
 	retryPeriod   = 500 * time.Millisecond
 )
 

@@ -119,9 +119,6 @@ func StripForCache(obj any) (any, error) {
 	return obj, nil
 }
 
-// Namespaces returns the namespaces cached; [""] means all.
-func (c *Caches) Namespaces() []string { return slices.Clone(c.namespaces) }
-
 // WebApps returns the WebApp informers, one per namespace.
 func (c *Caches) WebApps() []cache.SharedIndexInformer {
 	return each(c, "handroll.dev/v1 WebApps", func(ns string) cache.SharedIndexInformer {

@@ -102,6 +102,7 @@ func (o Options) complete() (Options, error) {
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
+	urlErr := ValidateURL(o.URL)
 	o.URL = strings.TrimSuffix(o.URL, "/")
 
 	var errs []error
@@ -121,10 +122,8 @@ func (o Options) complete() (Options, error) {
 			errs = append(errs, fmt.Errorf("ServiceName %q: %s", o.ServiceName, strings.Join(msgs, "; ")))
 		}
 	}
-	if o.URL != "" {
-		if err := checkURL(o.URL); err != nil {
-			errs = append(errs, err)
-		}
+	if urlErr != nil {
+		errs = append(errs, urlErr)
 	}
 	if o.Validity < 0 || o.PropagationDelay < 0 || o.ResyncPeriod < 0 {
 		errs = append(errs, errors.New("Validity, PropagationDelay and ResyncPeriod cannot be negative"))
@@ -147,9 +146,14 @@ func (o Options) complete() (Options, error) {
 	return o, errors.Join(errs...)
 }
 
-// checkURL accepts https://host[:port]: the API server calls webhooks over
-// HTTPS only, and each webhook's path is appended.
-func checkURL(raw string) error {
+// ValidateURL checks a URL at which the API server is to call the webhooks
+// (Options.URL, handroll's --webhook-url): https://host[:port], with at
+// most a trailing slash, because each webhook's path is appended. Empty is
+// valid: the webhooks are called through the Service.
+func ValidateURL(raw string) error {
+	if raw == "" {
+		return nil
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		return fmt.Errorf("URL %q: %w", raw, err)
@@ -159,7 +163,8 @@ func checkURL(raw string) error {
 		return fmt.Errorf("URL %q: the API server calls webhooks over https only", raw)
 	case u.Hostname() == "":
 		return fmt.Errorf("URL %q has no host", raw)
-	case u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil || u.Opaque != "":
+	case (u.Path != "" && u.Path != "/") || u.RawPath != "" || u.RawQuery != "" || u.ForceQuery ||
+		u.Fragment != "" || strings.HasSuffix(raw, "#") || u.User != nil || u.Opaque != "":
 		return fmt.Errorf("URL %q: give only https://host[:port]; each webhook's path is appended", raw)
 	}
 	return nil

@@ -15,15 +15,14 @@
 //	elector, err := leader.New(cfg, opts, registry) // validates opts
 //	health.AddLivenessCheck(elector.HealthCheck())
 //	// start the informers and wait for them to sync, then:
-//	var ctrlErr error
-//	err = elector.Run(ctx, func(ctx context.Context) {
-//		ctrlErr = runControllers(ctx) // returns once they have stopped
+//	err = elector.Run(ctx, func(ctx context.Context) error {
+//		return runControllers(ctx) // returns once they have stopped
 //	})
 //	switch {
 //	case errors.Is(err, leader.ErrLeaseLost):
 //		os.Exit(1) // now: do not wait for the controllers
-//	case errors.Is(err, leader.ErrCallbackReturned):
-//		return ctrlErr // the controllers stopped on their own
+//	case err != nil:
+//		return err // the controllers failed, or stopped on their own
 //	}
 //
 // # What each choice is for
@@ -49,8 +48,8 @@
 // ReleaseOnCancel, which would also delay the lost-lease exit (see Run).
 //
 // Renewals are not starved. The elector has its own rest.Config: its own
-// rate limiter, a request timeout of half the renew deadline, and its own
-// user agent; a busy controller or a slow API server cannot hold a renewal
+// rate limiter, a request timeout of one retry period (at least a second;
+// Options.RequestTimeout), and its own user agent; a busy controller or a slow API server cannot hold a renewal
 // back until the deadline passes.
 //
 // Identity. hostname_uuid (NewIdentity): readable, and unique per process.

@@ -32,6 +32,7 @@ var ErrLeaseLost = errors.New("leader election lost")
 // this replica still led and Run's context was live: the leader's work ended
 // on its own, so the Lease is released (a standby takes over) and the
 // process should exit non-zero, as the Manager does when a runnable fails.
+// Run joins it with the callback's error, if any.
 var ErrCallbackReturned = errors.New("leader election: the leader's work returned while still leading")
 
 // The Lease client's own limits. A Lease costs at most two requests (get,
@@ -97,10 +98,11 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Elector, e
 	//   - its own client-side rate limiter: a shared one, drained by a burst
 	//     of reconciles or an informer relist, would queue a renewal behind
 	//     them (RateLimiter is cleared: CopyConfig copies a shared one);
-	//   - a timeout below the renew deadline, as controller-runtime sets:
-	//     one hung request must not use up the whole deadline, and a slow API
-	//     server must not hold a request past it (the controllers may run
-	//     with no timeout at all, --kube-api-timeout=0);
+	//   - a timeout of its own, Options.RequestTimeout (one retry period):
+	//     one hung request must not use up the whole deadline, and the
+	//     answer to the last renewal the API server accepted arrives at most
+	//     that late, which Validate counts in (the controllers may run with
+	//     no timeout at all, --kube-api-timeout=0);
 	//   - its own user agent (the caller's + "/leader-election"), so its
 	//     requests are told apart in the API server's logs and audit.
 	e.config = rest.CopyConfig(cfg)
@@ -111,7 +113,7 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Elector, e
 	e.config.RateLimiter = nil
 	e.config.QPS = leaseClientQPS
 	e.config.Burst = leaseClientBurst
-	e.config.Timeout = max(opts.RenewDeadline/2, time.Second)
+	e.config.Timeout = opts.RequestTimeout()
 
 	client, err := coordinationv1.NewForConfig(e.config)
 	if err != nil {
@@ -128,10 +130,6 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Elector, e
 // Identity is the holderIdentity this replica writes into the Lease (empty
 // when leader election is disabled).
 func (e *Elector) Identity() string { return e.opts.Identity }
-
-// Options are the options in effect, with the namespace and identity filled
-// in.
-func (e *Elector) Options() Options { return e.opts }
 
 // Elected is closed when this replica becomes the leader, just before
 // onStartedLeading is called (at once when leader election is disabled); it
@@ -155,33 +153,36 @@ func (e *Elector) HealthCheck() server.Check {
 // context that ends when ctx ends or leadership is lost. onStartedLeading
 // must block until the work it started has stopped: the Lease is released
 // only after it returns, so a standby never runs while this replica's writes
-// are in flight.
+// are in flight. Its error is returned by Run (so the caller shares no
+// variable with the callback's goroutine).
 //
 // Run returns:
-//   - nil after ctx ends: onStartedLeading (if it ran) has returned, and the
-//     Lease was released if Options.ReleaseOnCancel (a failed release is
-//     logged; the standby then waits out the lease duration);
+//   - after ctx ends, the error onStartedLeading returned (nil if it did not
+//     run): it has returned, and the Lease was released if
+//     Options.ReleaseOnCancel (a failed release is logged; the standby then
+//     waits out the lease duration);
 //   - ErrLeaseLost (wrapped) as soon as the leader fails to renew, even
 //     while onStartedLeading is still running. Nothing can fence the
 //     controllers' in-flight writes, so the caller must exit non-zero
 //     immediately rather than wait for them: a standby may take the Lease
 //     over one lease duration after the last renewal;
-//   - ErrCallbackReturned when onStartedLeading returned while ctx was live
-//     and the Lease held (the Lease is released first).
+//   - ErrCallbackReturned, joined with onStartedLeading's error, when it
+//     returned while ctx was live and the Lease held (the Lease is released
+//     first).
 //
 // With leader election disabled, Run closes Elected and calls
 // onStartedLeading(ctx) at once, then returns as above.
-func (e *Elector) Run(ctx context.Context, onStartedLeading func(ctx context.Context)) error {
+func (e *Elector) Run(ctx context.Context, onStartedLeading func(ctx context.Context) error) error {
 	if !e.started.CompareAndSwap(false, true) {
 		return errors.New("leader election: Run called twice")
 	}
 	if !e.opts.Enabled {
 		close(e.elected)
-		onStartedLeading(ctx)
+		err := onStartedLeading(ctx)
 		if ctx.Err() == nil {
-			return ErrCallbackReturned
+			return errors.Join(ErrCallbackReturned, err)
 		}
-		return nil
+		return err
 	}
 
 	logger := klog.FromContext(ctx).WithValues("lease", e.lock.Describe(), "identity", e.opts.Identity)
@@ -200,9 +201,9 @@ func (e *Elector) Run(ctx context.Context, onStartedLeading func(ctx context.Con
 		mu       sync.Mutex
 		stopping bool // ctx ended: work that has not started must not start
 		working  bool // onStartedLeading was called
-		// workEnded receives, when onStartedLeading returns, whether
-		// leadership had ended by then.
-		workEnded = make(chan bool, 1)
+		// workEnded receives, when onStartedLeading returns, its error and
+		// whether leadership had ended by then.
+		workEnded = make(chan workResult, 1)
 	)
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:          e.lock,
@@ -232,10 +233,10 @@ func (e *Elector) Run(ctx context.Context, onStartedLeading func(ctx context.Con
 				close(e.elected)
 				workCtx, cancel := context.WithCancel(leading)
 				stopOnCtx := context.AfterFunc(ctx, cancel)
-				onStartedLeading(workCtx)
+				err := onStartedLeading(workCtx)
 				stopOnCtx()
 				cancel()
-				workEnded <- leading.Err() != nil
+				workEnded <- workResult{err: err, leadershipEnded: leading.Err() != nil}
 			},
 			// Called on every exit of LeaderElector.Run, lost lease or
 			// graceful stop alike, even if this replica never led. Run tells
@@ -254,6 +255,7 @@ func (e *Elector) Run(ctx context.Context, onStartedLeading func(ctx context.Con
 	}
 	e.health.SetLeaderElection(le)
 
+	var workErr error
 	electorDone := make(chan struct{})
 	go func() {
 		defer close(electorDone)
@@ -263,16 +265,17 @@ func (e *Elector) Run(ctx context.Context, onStartedLeading func(ctx context.Con
 	select {
 	case <-electorDone:
 		return lost()
-	case leadershipEnded := <-workEnded:
+	case work := <-workEnded:
 		if ctx.Err() == nil {
-			if leadershipEnded {
+			if work.leadershipEnded {
 				return lost()
 			}
-			logger.Error(nil, "The leader's work returned while still leading; releasing the lease")
+			logger.Error(work.err, "The leader's work returned while still leading; releasing the lease")
 			e.stop(logger, stopElector, electorDone)
-			return ErrCallbackReturned
+			return errors.Join(ErrCallbackReturned, work.err)
 		}
 		// ctx ended and the work has already stopped: a graceful stop.
+		workErr = work.err
 	case <-ctx.Done():
 		mu.Lock()
 		stopping = true
@@ -281,14 +284,21 @@ func (e *Elector) Run(ctx context.Context, onStartedLeading func(ctx context.Con
 		if wasWorking {
 			logger.Info("Stopping: waiting for the leader's work to end before releasing the lease")
 			select {
-			case <-workEnded:
+			case work := <-workEnded:
+				workErr = work.err
 			case <-electorDone:
 				return lost() // lost while draining
 			}
 		}
 	}
 	e.stop(logger, stopElector, electorDone)
-	return nil
+	return workErr
+}
+
+// workResult is how onStartedLeading ended.
+type workResult struct {
+	err             error
+	leadershipEnded bool
 }
 
 // stop ends the elector and, with ReleaseOnCancel, releases the Lease. The

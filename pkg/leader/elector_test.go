@@ -23,9 +23,10 @@ func TestDisabledRunStartsAtOnce(t *testing.T) {
 	called := make(chan struct{})
 	runErr := make(chan error, 1)
 	go func() {
-		runErr <- e.Run(ctx, func(ctx context.Context) {
+		runErr <- e.Run(ctx, func(ctx context.Context) error {
 			close(called)
 			<-ctx.Done()
+			return nil
 		})
 	}()
 	select {
@@ -45,7 +46,7 @@ func TestDisabledRunStartsAtOnce(t *testing.T) {
 	if err := <-runErr; err != nil {
 		t.Errorf("Run after cancel = %v, want nil", err)
 	}
-	if err := e.Run(t.Context(), func(context.Context) {}); err == nil {
+	if err := e.Run(t.Context(), func(context.Context) error { return nil }); err == nil {
 		t.Error("second Run = nil, want an error")
 	}
 }
@@ -57,8 +58,26 @@ func TestDisabledRunCallbackReturningEarly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Run(t.Context(), func(context.Context) {}); !errors.Is(err, ErrCallbackReturned) {
-		t.Errorf("Run = %v, want ErrCallbackReturned", err)
+	failed := errors.New("the controller failed")
+	err = e.Run(t.Context(), func(context.Context) error { return failed })
+	if !errors.Is(err, ErrCallbackReturned) || !errors.Is(err, failed) {
+		t.Errorf("Run = %v, want ErrCallbackReturned and the callback's error", err)
+	}
+}
+
+// The callback's error after a stop is Run's result.
+func TestDisabledRunReturnsCallbackError(t *testing.T) {
+	o := DefaultOptions()
+	o.Enabled = false
+	e, err := New(nil, o, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	failed := errors.New("drain timed out")
+	err = e.Run(ctx, func(ctx context.Context) error { cancel(); return failed })
+	if !errors.Is(err, failed) || errors.Is(err, ErrCallbackReturned) {
+		t.Errorf("Run = %v, want only the callback's error", err)
 	}
 }
 
@@ -93,14 +112,14 @@ func TestNewUsesItsOwnRestConfig(t *testing.T) {
 	if lc.RateLimiter != nil || lc.QPS != leaseClientQPS || lc.Burst != leaseClientBurst {
 		t.Errorf("rate limits: limiter %v, QPS %v, burst %d; want their own", lc.RateLimiter, lc.QPS, lc.Burst)
 	}
-	if lc.Timeout != 5*time.Second {
-		t.Errorf("timeout = %s, want half the renew deadline", lc.Timeout)
+	if lc.Timeout != 2*time.Second || lc.Timeout != o.RequestTimeout() {
+		t.Errorf("timeout = %s, want the retry period, 2s", lc.Timeout)
 	}
 	if lc.UserAgent != "handroll/v1/leader-election" {
 		t.Errorf("user agent = %q", lc.UserAgent)
 	}
-	if e.Identity() == "" || e.Options().LeaseNamespace != "ops" {
-		t.Errorf("identity %q, namespace %q", e.Identity(), e.Options().LeaseNamespace)
+	if e.Identity() == "" || e.lock.LeaseMeta.Namespace != "ops" {
+		t.Errorf("identity %q, namespace %q", e.Identity(), e.lock.LeaseMeta.Namespace)
 	}
 	if got := e.HealthCheck().Name; got != "leader-election" {
 		t.Errorf("health check name = %q", got)
@@ -124,7 +143,7 @@ func TestNewFillsInNamespaceAndKeepsIdentity(t *testing.T) {
 	if e.Identity() != "me" {
 		t.Errorf("identity = %q, want me", e.Identity())
 	}
-	if ns := e.Options().LeaseNamespace; ns != DefaultNamespace() {
+	if ns := e.lock.LeaseMeta.Namespace; ns != DefaultNamespace() {
 		t.Errorf("namespace = %q, want %q", ns, DefaultNamespace())
 	}
 }

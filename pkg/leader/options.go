@@ -156,19 +156,35 @@ func (o Options) Validate() error {
 	if o.LeaseDuration <= o.RenewDeadline {
 		add("--%s (%s) must be greater than --%s (%s): the leader must give up before a standby may take the Lease over",
 			FlagLeaseDuration, o.LeaseDuration, FlagRenewDeadline, o.RenewDeadline)
-	} else if o.LeaseDuration <= o.RenewDeadline+o.RetryPeriod {
-		// Stricter than client-go: after its last successful renewal the
-		// leader waits a retry period, then retries for up to the renew
-		// deadline, before it gives up. A standby that saw that renewal takes
-		// over a lease duration later; the leader must be gone by then.
-		add("--%s (%s) must be greater than --%s plus --%s (%s + %s = %s): a leader that cannot renew gives up only that long after its last renewal",
-			FlagLeaseDuration, o.LeaseDuration, FlagRenewDeadline, FlagRetryPeriod, o.RenewDeadline, o.RetryPeriod, o.RenewDeadline+o.RetryPeriod)
+	} else if timeout := o.RequestTimeout(); o.LeaseDuration <= o.RenewDeadline+o.RetryPeriod+timeout {
+		// Stricter than client-go. The API server applies a renewal and a
+		// standby may see it at once; the leader learns of its success only
+		// when the response arrives, up to the request timeout later. It
+		// then waits a retry period, and retries for up to the renew
+		// deadline, before it gives up. A standby takes over a lease
+		// duration after it saw the renewal: the leader must be gone by
+		// then.
+		add("--%s (%s) must be greater than --%s plus --%s plus the Lease request timeout (%s + %s + %s = %s): a leader that cannot renew gives up only that long after the API server accepted its last renewal",
+			FlagLeaseDuration, o.LeaseDuration, FlagRenewDeadline, FlagRetryPeriod, o.RenewDeadline, o.RetryPeriod, timeout, o.RenewDeadline+o.RetryPeriod+timeout)
 	}
 	if minDeadline := time.Duration(leaderelection.JitterFactor * float64(o.RetryPeriod)); o.RenewDeadline <= minDeadline {
 		add("--%s (%s) must be greater than %.1f × --%s (%.1f × %s = %s): the leader needs room to retry a failed renewal",
 			FlagRenewDeadline, o.RenewDeadline, leaderelection.JitterFactor, FlagRetryPeriod, leaderelection.JitterFactor, o.RetryPeriod, minDeadline)
 	}
 	return errors.Join(errs...)
+}
+
+// minRequestTimeout is the least time a Lease request is given: below it, a
+// loaded API server would fail renewals that it would have answered.
+const minRequestTimeout = time.Second
+
+// RequestTimeout bounds each request of the elector's Lease client: one
+// retry period (at least a second). A renewal that has not been answered by
+// the time the next attempt is due is abandoned, so one hung request cannot
+// use up the renew deadline; and it bounds how late the answer to the last
+// successful renewal can arrive, which Validate accounts for.
+func (o Options) RequestTimeout() time.Duration {
+	return max(o.RetryPeriod, minRequestTimeout)
 }
 
 // DefaultNamespace is the Lease's namespace when none is given: the pod's

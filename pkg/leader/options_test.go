@@ -29,7 +29,15 @@ func TestValidate(t *testing.T) {
 		{"lease below renew", func(o *Options) { o.LeaseDuration = 5 * time.Second },
 			[]string{"--leader-elect-lease-duration (5s) must be greater than --leader-elect-renew-deadline (10s)"}},
 		{"lease within renew plus retry", func(o *Options) { o.LeaseDuration = 11 * time.Second },
-			[]string{"--leader-elect-lease-duration (11s) must be greater than --leader-elect-renew-deadline plus --leader-elect-retry-period (10s + 2s = 12s)"}},
+			[]string{"--leader-elect-lease-duration (11s) must be greater than --leader-elect-renew-deadline plus --leader-elect-retry-period plus the Lease request timeout (10s + 2s + 2s = 14s)"}},
+		// The last accepted renewal's answer may arrive a request timeout
+		// late: 10 + 2 + 2 leaves 15 - 14 = 1 s, 14 s leaves none.
+		{"lease within renew plus retry plus request timeout", func(o *Options) { o.LeaseDuration = 14 * time.Second },
+			[]string{"--leader-elect-lease-duration (14s) must be greater than --leader-elect-renew-deadline plus --leader-elect-retry-period plus the Lease request timeout (10s + 2s + 2s = 14s)"}},
+		// The request timeout is at least a second, however short the retry period.
+		{"short retry period, request timeout a second", func(o *Options) {
+			o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 4*time.Second, 3*time.Second, 500*time.Millisecond
+		}, []string{"(3s + 500ms + 1s = 4.5s)"}},
 		{"renew not above retry times jitter", func(o *Options) {
 			o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 30*time.Second, 2*time.Second, 2*time.Second
 		},
@@ -73,11 +81,18 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+// The timings the tests, the chaos tests and the bench pass on the command
+// line (test/leader, test/webapp, test/chaos, hack/bench) are valid.
 func TestValidateAcceptsShortTestDurations(t *testing.T) {
-	o := DefaultOptions()
-	o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 4*time.Second, 3*time.Second, 500*time.Millisecond
-	if err := o.Validate(); err != nil {
-		t.Fatal(err)
+	for _, d := range [][3]time.Duration{
+		{4 * time.Second, 2 * time.Second, 500 * time.Millisecond},
+		{6 * time.Second, 4 * time.Second, 500 * time.Millisecond},
+	} {
+		o := DefaultOptions()
+		o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = d[0], d[1], d[2]
+		if err := o.Validate(); err != nil {
+			t.Error(err)
+		}
 	}
 }
 

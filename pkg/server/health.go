@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -28,6 +29,7 @@ type Health struct {
 	mu        sync.RWMutex
 	liveness  []Check
 	readiness []Check
+	reports   []Check
 }
 
 // AddLivenessCheck adds a check to /healthz and /livez.
@@ -44,10 +46,21 @@ func (h *Health) AddReadinessCheck(c Check) {
 	h.readiness = append(h.readiness, c)
 }
 
+// AddReadinessReport adds a check that is reported but not counted: it is
+// served at /readyz/<name> and listed by /readyz?verbose, and never fails
+// /readyz. For a state worth seeing that must not take the replica out of
+// its Service, such as the API server's own readiness: it is the same for
+// every replica, so counting it would empty the Service all at once.
+func (h *Health) AddReadinessReport(c Check) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.reports = append(h.reports, c)
+}
+
 // Register installs the probe endpoints on mux.
 func (h *Health) Register(mux *http.ServeMux) {
-	live := func() []Check { h.mu.RLock(); defer h.mu.RUnlock(); return h.liveness }
-	ready := func() []Check { h.mu.RLock(); defer h.mu.RUnlock(); return h.readiness }
+	live := func() ([]Check, []Check) { h.mu.RLock(); defer h.mu.RUnlock(); return h.liveness, nil }
+	ready := func() ([]Check, []Check) { h.mu.RLock(); defer h.mu.RUnlock(); return h.readiness, h.reports }
 	for _, path := range []string{"/healthz", "/livez"} {
 		mux.Handle(path, checksHandler(path, live))
 		mux.Handle(path+"/", checksHandler(path, live))
@@ -56,13 +69,16 @@ func (h *Health) Register(mux *http.ServeMux) {
 	mux.Handle("/readyz/", checksHandler("/readyz", ready))
 }
 
-func checksHandler(base string, checks func() []Check) http.HandlerFunc {
+// checksHandler serves base from the counted checks and the reports that
+// checks returns.
+func checksHandler(base string, checks func() (counted, reports []Check)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 			return
 		}
-		all := checks()
+		counted, reports := checks()
+		all := append(slices.Clip(counted), reports...)
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 
@@ -88,7 +104,7 @@ func checksHandler(base string, checks func() []Check) http.HandlerFunc {
 		}
 		var report strings.Builder
 		var failed []string
-		for _, c := range all {
+		for _, c := range counted {
 			if excluded[c.Name] {
 				fmt.Fprintf(&report, "[+]%s excluded: ok\n", c.Name)
 				continue
@@ -101,6 +117,17 @@ func checksHandler(base string, checks func() []Check) http.HandlerFunc {
 			fmt.Fprintf(&report, "[+]%s ok\n", c.Name)
 		}
 		_, verbose := r.URL.Query()["verbose"]
+		// Reports cost a request each; they are run only when listed.
+		for _, c := range reports {
+			if !verbose {
+				break
+			}
+			if err := c.Check(r); err != nil {
+				fmt.Fprintf(&report, "[-]%s failed (reported, not counted): %v\n", c.Name, err)
+				continue
+			}
+			fmt.Fprintf(&report, "[+]%s ok (reported, not counted)\n", c.Name)
+		}
 		if len(failed) > 0 {
 			sort.Strings(failed)
 			w.WriteHeader(http.StatusInternalServerError)

@@ -94,3 +94,35 @@ func TestPprofHandler(t *testing.T) {
 		}
 	}
 }
+
+// A report (the API server's readiness) is served at its own path and
+// listed, but a failing one leaves /readyz passing.
+func TestReadinessReportIsNotCounted(t *testing.T) {
+	h := &Health{}
+	h.AddReadinessCheck(Ping)
+	runs := 0
+	h.AddReadinessReport(Check{Name: "api-server", Check: func(*http.Request) error {
+		runs++
+		return errors.New("the API server does not answer")
+	}})
+	mux := http.NewServeMux()
+	h.Register(mux)
+	get := func(path string) (int, string) {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		return rec.Code, rec.Body.String()
+	}
+	if code, body := get("/readyz"); code != http.StatusOK || body != "ok" {
+		t.Errorf("/readyz = %d %q, want 200 ok while only a report fails", code, body)
+	}
+	if runs != 0 {
+		t.Errorf("a plain /readyz ran the report %d times; it costs a request", runs)
+	}
+	if code, body := get("/readyz?verbose"); code != http.StatusOK ||
+		!strings.Contains(body, "[-]api-server failed (reported, not counted): the API server does not answer") {
+		t.Errorf("/readyz?verbose = %d %q, want 200 listing the failed report", code, body)
+	}
+	if code, body := get("/readyz/api-server"); code != http.StatusInternalServerError || !strings.Contains(body, "does not answer") {
+		t.Errorf("/readyz/api-server = %d %q, want 500 with the reason", code, body)
+	}
+}

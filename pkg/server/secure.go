@@ -29,7 +29,12 @@ import (
 // token must pass a TokenReview (401 otherwise), and a SubjectAccessReview
 // must allow its user to "get" the request's path as a non-resource URL
 // (403 otherwise). Decisions are cached for ttl so that a scrape every few
-// seconds does not cost two API requests each.
+// seconds does not cost two API requests each. The two reviews together
+// take at most ReviewTimeout; past it the scrape gets a 500.
+//
+// client should have a rate limiter of its own: sharing the controllers',
+// the reviews would queue behind the reconciles exactly when the metrics
+// matter most, under load.
 func WithAuthenticationAndAuthorization(client kubernetes.Interface, ttl time.Duration, h http.Handler) http.Handler {
 	a := &authorizer{client: client, ttl: ttl, cache: map[string]decision{}}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -86,8 +91,14 @@ func (a *authorizer) decide(ctx context.Context, token, method, path string) (in
 	return code, msg
 }
 
+// ReviewTimeout bounds the TokenReview and SubjectAccessReview of one
+// scrape, well within a Prometheus scrape timeout (10 s by default).
+const ReviewTimeout = 5 * time.Second
+
 // review asks the API server; a failure to ask is a 500 and is not cached.
 func (a *authorizer) review(ctx context.Context, token, verb, path string) (int, string, bool) {
+	ctx, cancel := context.WithTimeout(ctx, ReviewTimeout)
+	defer cancel()
 	tr, err := a.client.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{
 		Spec: authenticationv1.TokenReviewSpec{Token: token},
 	}, metav1.CreateOptions{})

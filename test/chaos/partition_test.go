@@ -29,8 +29,9 @@ import (
 )
 
 // The partition test's lease: short, so that a takeover takes seconds. The
-// leader gives up at most retry period + renew deadline (4.5 s) after its
-// last renewal; a standby takes over no sooner than the lease duration (6 s)
+// leader gives up at most retry period + renew deadline + the Lease request
+// timeout (0.5 + 4 + 1 = 5.5 s) after the API server accepted its last
+// renewal; a standby takes over no sooner than the lease duration (6 s)
 // after it.
 const (
 	partitionLease = 6 * time.Second
@@ -122,13 +123,13 @@ func TestPartitionsNeverOverlap(t *testing.T) {
 
 	type replica struct {
 		slot, generation int
-		proxy            *proxy
+		proxy            *operator.Proxy
 		op               *operator.Operator
 		journal          string
 		identity         string
 	}
 	var all []*replica // every process started, for the journals
-	launch := func(slot, generation int, p *proxy) *replica {
+	launch := func(slot, generation int, p *operator.Proxy) *replica {
 		r := &replica{slot: slot, generation: generation, proxy: p,
 			journal: filepath.Join(journals, fmt.Sprintf("replica-%d-%d.jsonl", slot, generation))}
 		r.op = operator.Launch(t, proxiedKubeconfig(t, p), "--operator-namespace="+opNS, "--namespaces="+ns,
@@ -143,7 +144,7 @@ func TestPartitionsNeverOverlap(t *testing.T) {
 	target := strings.TrimPrefix(env.Server, "https://")
 	replicas := make([]*replica, 3)
 	for slot := range replicas {
-		replicas[slot] = launch(slot, 0, newProxy(t, target))
+		replicas[slot] = launch(slot, 0, operator.NewProxy(t, target))
 	}
 	identityOf := func(r *replica) string {
 		if r.identity == "" {
@@ -175,9 +176,9 @@ func TestPartitionsNeverOverlap(t *testing.T) {
 			t.Fatalf("partition %d: no replica leads and reconciles: %v", i+1, err)
 		}
 
-		how := linkBlackhole
+		how := operator.LinkBlackhole
 		if i%2 == 1 {
-			how = linkReset
+			how = operator.LinkReset
 		}
 		cut := time.Now()
 		led.proxy.Cut(how)
@@ -265,7 +266,7 @@ func TestPartitionsNeverOverlap(t *testing.T) {
 }
 
 // proxiedKubeconfig is the admin kubeconfig with the server replaced by p.
-func proxiedKubeconfig(t *testing.T, p *proxy) string {
+func proxiedKubeconfig(t *testing.T, p *operator.Proxy) string {
 	return env.WriteKubeconfig(t, func(cfg *clientcmdapi.Config) {
 		for _, c := range cfg.Clusters {
 			c.Server = "https://" + p.Addr()

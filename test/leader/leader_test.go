@@ -219,7 +219,7 @@ func TestCallbackReturningReleasesTheLease(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	if err := e.Run(ctx, func(context.Context) {}); !errors.Is(err, leader.ErrCallbackReturned) {
+	if err := e.Run(ctx, func(context.Context) error { return nil }); !errors.Is(err, leader.ErrCallbackReturned) {
 		t.Fatalf("Run = %v, want ErrCallbackReturned", err)
 	}
 	if ctx.Err() != nil {

@@ -26,12 +26,13 @@ var env *controlplane.ControlPlane
 
 func TestMain(m *testing.M) { os.Exit(controlplane.RunTests(m, controlplane.Options{}, &env)) }
 
-// Short durations keep the tests quick and still pass Validate: a standby
-// takes an unreleased lease over after 4 s, a released one within a retry
-// period (0.5 s, jittered up to 1.1 s).
+// Short durations keep the tests quick and still pass Validate (2 s + 0.5 s
+// + a request timeout of 1 s < 4 s): a standby takes an unreleased lease
+// over after 4 s, a released one within a retry period (0.5 s, jittered up
+// to 1.1 s).
 const (
 	leaseDuration = 4 * time.Second
-	renewDeadline = 3 * time.Second
+	renewDeadline = 2 * time.Second
 	retryPeriod   = 500 * time.Millisecond
 )
 
@@ -59,7 +60,7 @@ func newWork(drain time.Duration) *work {
 	return &work{drain: drain, started: make(chan struct{}), cancelled: make(chan struct{}), stopped: make(chan struct{})}
 }
 
-func (w *work) run(ctx context.Context) {
+func (w *work) run(ctx context.Context) error {
 	w.startedAt = time.Now()
 	close(w.started)
 	<-ctx.Done()
@@ -67,6 +68,7 @@ func (w *work) run(ctx context.Context) {
 	close(w.cancelled)
 	time.Sleep(w.drain)
 	close(w.stopped)
+	return nil
 }
 
 // candidate is one replica: an Elector running in a goroutine.

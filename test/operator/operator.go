@@ -175,7 +175,15 @@ func Launch(t testing.TB, kubeconfig string, args ...string) *Operator {
 // Readyz GETs /readyz?verbose and returns the status code and body.
 func (o *Operator) Readyz(t testing.TB) (int, string) {
 	t.Helper()
-	resp, err := http.Get("http://" + o.HealthAddr + "/readyz?verbose")
+	return o.Probe(t, "/readyz?verbose")
+}
+
+// Probe GETs path (such as /readyz/api-server) from the health server and
+// returns the status code and body; code 0 and the error when it could not
+// ask.
+func (o *Operator) Probe(t testing.TB, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + o.HealthAddr + path)
 	if err != nil {
 		return 0, err.Error()
 	}

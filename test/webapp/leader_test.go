@@ -55,7 +55,7 @@ func TestOneOfThreeReplicasReconciles(t *testing.T) {
 		"--operator-namespace=" + opNS,
 		"--leader-elect-resource-namespace=" + opNS,
 		"--leader-elect-lease-duration=4s",
-		"--leader-elect-renew-deadline=3s",
+		"--leader-elect-renew-deadline=2s",
 		"--leader-elect-retry-period=500ms",
 	}
 	var ops []*operator.Operator
@@ -134,7 +134,7 @@ func TestColdStandby(t *testing.T) {
 		"--operator-namespace=" + opNS,
 		"--leader-elect-resource-namespace=" + opNS,
 		"--leader-elect-lease-duration=4s",
-		"--leader-elect-renew-deadline=3s",
+		"--leader-elect-renew-deadline=2s",
 		"--leader-elect-retry-period=500ms",
 		"--leader-elect-warm-standby=false",
 	}

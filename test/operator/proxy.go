@@ -1,4 +1,4 @@
-package chaos
+package operator
 
 import (
 	"net"
@@ -6,38 +6,41 @@ import (
 	"testing"
 )
 
-// linkState is what a proxy does with the bytes it receives.
-type linkState int
+// LinkState is what a Proxy does with the bytes it receives.
+type LinkState int
 
 const (
-	linkUp        linkState = iota
-	linkBlackhole           // bytes are dropped; connections stay open, unanswered
-	linkReset               // every connection is closed, and new ones at once
+	LinkUp        LinkState = iota
+	LinkBlackhole           // bytes are dropped; connections stay open, unanswered
+	LinkReset               // every connection is closed, and new ones at once
 )
 
-func (s linkState) String() string {
+func (s LinkState) String() string {
 	return [...]string{"up", "blackhole", "reset"}[s]
 }
 
-// proxy is a TCP proxy between one replica and the API server, whose link
-// the test cuts and restores. TLS passes through it untouched: the replica
-// still verifies the API server's certificate (which names 127.0.0.1).
-type proxy struct {
+// Proxy is a TCP proxy between one operator process and the API server,
+// whose link a test cuts and restores. TLS passes through it untouched: the
+// process still verifies the API server's certificate (which names
+// 127.0.0.1).
+type Proxy struct {
 	target string
 	ln     net.Listener
 
 	mu    sync.Mutex
-	state linkState
+	state LinkState
 	conns map[net.Conn]struct{}
 }
 
-func newProxy(t *testing.T, target string) *proxy {
+// NewProxy listens on a free loopback port and forwards to target
+// (host:port) until t ends.
+func NewProxy(t testing.TB, target string) *Proxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proxy{target: target, ln: ln, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{target: target, ln: ln, conns: map[net.Conn]struct{}{}}
 	go p.accept()
 	t.Cleanup(func() {
 		_ = ln.Close()
@@ -47,44 +50,44 @@ func newProxy(t *testing.T, target string) *proxy {
 }
 
 // Addr is the address the replica dials instead of the API server's.
-func (p *proxy) Addr() string { return p.ln.Addr().String() }
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
 // Cut breaks the link in the given way.
-func (p *proxy) Cut(how linkState) {
+func (p *Proxy) Cut(how LinkState) {
 	p.mu.Lock()
 	p.state = how
 	p.mu.Unlock()
-	if how == linkReset {
+	if how == LinkReset {
 		p.closeAll()
 	}
 }
 
 // Restore heals the link. Connections from before are closed: a blackholed
 // TLS stream has lost bytes and cannot resume.
-func (p *proxy) Restore() {
+func (p *Proxy) Restore() {
 	p.mu.Lock()
-	p.state = linkUp
+	p.state = LinkUp
 	p.mu.Unlock()
 	p.closeAll()
 }
 
-func (p *proxy) up() bool {
+func (p *Proxy) up() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.state == linkUp
+	return p.state == LinkUp
 }
 
-func (p *proxy) track(c net.Conn) bool {
+func (p *Proxy) track(c net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.state == linkReset {
+	if p.state == LinkReset {
 		return false
 	}
 	p.conns[c] = struct{}{}
 	return true
 }
 
-func (p *proxy) closeAll() {
+func (p *Proxy) closeAll() {
 	p.mu.Lock()
 	conns := p.conns
 	p.conns = map[net.Conn]struct{}{}
@@ -94,7 +97,7 @@ func (p *proxy) closeAll() {
 	}
 }
 
-func (p *proxy) accept() {
+func (p *Proxy) accept() {
 	for {
 		client, err := p.ln.Accept()
 		if err != nil {
@@ -121,7 +124,7 @@ func (p *proxy) accept() {
 
 // pipe copies src to dst while the link is up and drops the bytes while it
 // is blackholed, until either side closes.
-func (p *proxy) pipe(dst, src net.Conn) {
+func (p *Proxy) pipe(dst, src net.Conn) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
