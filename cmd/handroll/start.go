@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 
@@ -244,13 +245,30 @@ func start(ctx context.Context, o options) error {
 		Client:                handrollClient,
 		Kube:                  kubeClient,
 		Recorder:              recorder,
-		DirectoryNamespace:    o.operatorNamespace,
 		ChildrenCacheFiltered: true,
 	}, informerSet, controller.Options{
 		MaxConcurrentReconciles: o.maxConcurrentReconciles,
 		Registerer:              registry,
 		ShutdownTimeout:         o.shutdownTimeout,
 		Journal:                 journal,
+	})
+	if err != nil {
+		return err
+	}
+	// The directory's own controller, on the same informers: two
+	// controllers of one Manager sharing its cache. One worker, as it has
+	// one key.
+	directoryController, err := webapp.NewDirectoryController(&webapp.DirectoryReconciler{
+		WebApps:    caches.WebAppLister(),
+		Services:   caches.ServiceLister(),
+		ConfigMaps: caches.ConfigMapLister(),
+		Kube:       kubeClient,
+		Namespace:  o.operatorNamespace,
+		Namespaces: o.namespaces,
+	}, informerSet, controller.Options{
+		Registerer:      registry,
+		ShutdownTimeout: o.shutdownTimeout,
+		Journal:         journal,
 	})
 	if err != nil {
 		return err
@@ -295,7 +313,7 @@ func start(ctx context.Context, o options) error {
 					return // a stop while the caches filled is no error
 				}
 			}
-			controllerErr = webappController.Start(leaderCtx, caches.HasSynced)
+			controllerErr = startControllers(leaderCtx, caches.HasSynced, webappController, directoryController)
 		})
 	}()
 
@@ -346,6 +364,25 @@ func start(ctx context.Context, o options) error {
 		runErr = errors.Join(runErr, err)
 	}
 	return runErr
+}
+
+// startControllers runs every controller until ctx ends and all have
+// drained (mgr.Start runs its controllers as one group). When one fails,
+// the others are stopped too.
+func startControllers(ctx context.Context, synced cache.InformerSynced, controllers ...*controller.Controller) error {
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	errs := make([]error, len(controllers))
+	var wg sync.WaitGroup
+	for i, c := range controllers {
+		wg.Go(func() {
+			if errs[i] = c.Start(ctx, synced); errs[i] != nil {
+				stop()
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 func isClosed(ch <-chan struct{}) bool {
