@@ -191,28 +191,30 @@ func (r *DirectoryReconciler) patch(ctx context.Context, cm *corev1.ConfigMap, d
 
 // create makes the directory. AlreadyExists means the cache is behind, or
 // that the ConfigMap is not in it at all: without our labels it escapes the
-// operator namespace's filtered cache. Then it is read once from the API
-// server and patched, labels included, against that version.
+// operator namespace's filtered cache. Then the desired entries and our
+// labels are merged in without a precondition, which is safe because it
+// only adds: nothing is removed on the word of a cache that has not seen
+// the object. Once the labelled object reaches the cache, its event brings
+// the directory back here for an exact, preconditioned write.
 func (r *DirectoryReconciler) create(ctx context.Context, desired map[string]string) (controller.Result, error) {
 	configMaps := r.Kube.CoreV1().ConfigMaps(r.Namespace)
 	_, err := configMaps.Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: DirectoryName, Namespace: r.Namespace, Labels: directoryLabels()},
 		Data:       maps.Clone(desired),
 	}, metav1.CreateOptions{FieldManager: FieldManager})
-	if !apierrors.IsAlreadyExists(err) {
-		if err != nil {
-			return controller.Result{}, fmt.Errorf("creating the directory: %w", err)
-		}
+	if err == nil {
+		klog.FromContext(ctx).V(2).Info("Created the directory", "entries", len(desired))
 		return controller.Result{}, nil
 	}
-	live, err := configMaps.Get(ctx, DirectoryName, metav1.GetOptions{})
-	if err != nil {
-		return controller.Result{}, fmt.Errorf("reading the directory: %w", err)
+	if !apierrors.IsAlreadyExists(err) {
+		return controller.Result{}, fmt.Errorf("creating the directory: %w", err)
 	}
-	if err := r.patch(ctx, live, desired); apierrors.IsConflict(err) {
-		return controller.Result{RequeueAfter: conflictRequeue}, nil
-	} else if err != nil {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": directoryLabels()}, "data": desired})
+	if err != nil {
 		return controller.Result{}, err
+	}
+	if _, err := configMaps.Patch(ctx, DirectoryName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
+		return controller.Result{}, fmt.Errorf("patching the directory the cache does not hold: %w", err)
 	}
 	return controller.Result{}, nil
 }

@@ -119,3 +119,19 @@ func render(m map[string]*string) map[string]string {
 	}
 	return out
 }
+
+// TestLegacyFinalizerPatch: the patch removes the legacy finalizer at its
+// index, guarded by tests of that entry and of the UID; nil without it.
+func TestLegacyFinalizerPatch(t *testing.T) {
+	w := directoryWebApp("a", "w", 0)
+	if p := LegacyFinalizerPatch(w); p != nil {
+		t.Errorf("no finalizer, yet a patch %s", p)
+	}
+	w.Finalizers = []string{"example.com/other", LegacyFinalizerDirectory}
+	want := `[{"op":"test","path":"/metadata/uid","value":"a/w"},` +
+		`{"op":"test","path":"/metadata/finalizers/1","value":"handroll.dev/directory"},` +
+		`{"op":"remove","path":"/metadata/finalizers/1"}]`
+	if got := string(LegacyFinalizerPatch(w)); got != want {
+		t.Errorf("patch\n got %s\nwant %s", got, want)
+	}
+}

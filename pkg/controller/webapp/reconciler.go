@@ -78,8 +78,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req controller.Request) (con
 	if err != nil {
 		return controller.Result{}, err
 	}
-	if i := slices.Index(cached.Finalizers, LegacyFinalizerDirectory); i >= 0 {
-		if err := r.removeLegacyFinalizer(ctx, cached, i); err != nil {
+	if patch := LegacyFinalizerPatch(cached); patch != nil {
+		if err := r.removeLegacyFinalizer(ctx, cached, patch); err != nil {
 			return controller.Result{}, fmt.Errorf("removing the legacy finalizer %s: %w", LegacyFinalizerDirectory, err)
 		}
 	}
@@ -329,14 +329,18 @@ func statusApplyConfiguration(st handrollv1.WebAppStatus) *handrollac.WebAppStat
 	return &ac
 }
 
-// removeLegacyFinalizer removes LegacyFinalizerDirectory, found at index i
-// of w's finalizers, with a JSON patch whose "test" makes sure it removes
-// that entry and no other. Server-side apply cannot do it: a finalizer that
-// another field manager also owns (a restore, kubectl create of exported
-// YAML) stays when we stop applying it. When the list has changed since the
-// cache saw it, the test fails and the reconcile is retried from the newer
-// version.
-func (r *Reconciler) removeLegacyFinalizer(ctx context.Context, w *handrollv1.WebApp, i int) error {
+// LegacyFinalizerPatch is the JSON patch that removes
+// LegacyFinalizerDirectory from w, or nil when w does not carry it. Its
+// "test" operations make sure it removes that entry of that object and no
+// other: when the list has changed since w was read, the API server refuses
+// it and the caller retries from the newer version. Server-side apply cannot
+// do this: a finalizer that another field manager also owns (a restore,
+// kubectl create of exported YAML) stays when we stop applying it.
+func LegacyFinalizerPatch(w *handrollv1.WebApp) []byte {
+	i := slices.Index(w.Finalizers, LegacyFinalizerDirectory)
+	if i < 0 {
+		return nil
+	}
 	path := fmt.Sprintf("/metadata/finalizers/%d", i)
 	patch, err := json.Marshal([]map[string]any{
 		{"op": "test", "path": "/metadata/uid", "value": w.UID},
@@ -344,9 +348,14 @@ func (r *Reconciler) removeLegacyFinalizer(ctx context.Context, w *handrollv1.We
 		{"op": "remove", "path": path},
 	})
 	if err != nil {
-		return err
+		panic(fmt.Sprintf("marshalling a JSON patch of strings cannot fail: %v", err))
 	}
-	_, err = r.Client.HandrollV1().WebApps(w.Namespace).Patch(ctx, w.Name, types.JSONPatchType, patch,
+	return patch
+}
+
+// removeLegacyFinalizer sends LegacyFinalizerPatch.
+func (r *Reconciler) removeLegacyFinalizer(ctx context.Context, w *handrollv1.WebApp, patch []byte) error {
+	_, err := r.Client.HandrollV1().WebApps(w.Namespace).Patch(ctx, w.Name, types.JSONPatchType, patch,
 		metav1.PatchOptions{FieldManager: FieldManager})
 	if apierrors.IsNotFound(err) {
 		return nil // gone already
