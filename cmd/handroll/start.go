@@ -183,13 +183,30 @@ func start(ctx context.Context, o options) error {
 		Client:                handrollClient,
 		Kube:                  kubeClient,
 		Recorder:              recorder,
-		DirectoryNamespace:    o.operatorNamespace,
 		ChildrenCacheFiltered: true,
 	}, informerSet, controller.Options{
 		MaxConcurrentReconciles: o.maxConcurrentReconciles,
 		Registerer:              registry,
 		ShutdownTimeout:         drain,
 		Journal:                 journal,
+	})
+	if err != nil {
+		return fmt.Errorf("step 9, controllers: %w", err)
+	}
+	// The directory's own controller, on the same informers: two
+	// controllers of one Manager sharing its cache. One worker, as it has
+	// one key.
+	directoryController, err := webapp.NewDirectoryController(&webapp.DirectoryReconciler{
+		WebApps:    caches.WebAppLister(),
+		Services:   caches.ServiceLister(),
+		ConfigMaps: caches.ConfigMapLister(),
+		Kube:       kubeClient,
+		Namespace:  o.operatorNamespace,
+		Namespaces: o.namespaces,
+	}, informerSet, controller.Options{
+		Registerer:      registry,
+		ShutdownTimeout: drain,
+		Journal:         journal,
 	})
 	if err != nil {
 		return fmt.Errorf("step 9, controllers: %w", err)
@@ -236,6 +253,7 @@ func start(ctx context.Context, o options) error {
 			}
 			return runControllers(leaderCtx,
 				func(ctx context.Context) error { return webappController.Start(ctx, caches.HasSynced) },
+				func(ctx context.Context) error { return directoryController.Start(ctx, caches.HasSynced) },
 			)
 		})
 	}()

@@ -96,8 +96,9 @@ func (c *cluster) createWebApps(ctx context.Context, namespaces []string, n int)
 	})
 }
 
-// wipe removes from namespaces every WebApp (dropping the finalizers a
-// stopped contender left), every child and every event, and removes the
+// wipe removes from namespaces every WebApp (dropping any finalizer a
+// stopped contender left, such as the first version's directory finalizer),
+// every child and every event, and removes the
 // directory ConfigMap, so that the next contender's cluster-wide caches
 // start from the same empty cluster. There is no garbage collector here
 // (no kube-controller-manager), so children are deleted by the bench.

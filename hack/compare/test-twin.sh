@@ -42,7 +42,11 @@ scenarios=(
   TestDriftIsRepaired
   TestScaleThroughTheSubresource
   TestForeignObjectIsNeverOverwritten
-  TestFinalizerCleansTheDirectory
+  TestDeletedWebAppLeavesTheDirectory
+  TestRestoredWebAppWithTheOldFinalizerIsDeleted
+  TestQuickCreateAndDeleteLeaveTheDirectoryExact
+  TestUpgradeStripsTheOldFinalizer
+  TestForeignServiceIsNotAdvertised
   TestRapidUpdatesConverge
   TestNoWritesWhenIdle
   TestRefusedChildIsReported

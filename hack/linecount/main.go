@@ -90,9 +90,9 @@ var pieces = []piece{
 		twinNote: "controller-runtime's controller and builder",
 	},
 	{
-		name:     "Reconciler: reads, applies, finalizer, events; its watches and index (`Reconciler`, `builder.For/Owns/Watches`)",
-		handroll: []string{"pkg/controller/webapp/reconciler.go", "pkg/controller/webapp/controller.go"},
-		twin:     []string{"cmd/handroll-twin/webapp.go"},
+		name:     "Reconcilers: the WebApp's reads, applies, events; the directory's controller; their watches and index (`Reconciler`, `builder.For/Owns/Watches`)",
+		handroll: []string{"pkg/controller/webapp/reconciler.go", "pkg/controller/webapp/controller.go", "pkg/controller/webapp/directorycontroller.go"},
+		twin:     []string{"cmd/handroll-twin/webapp.go", "cmd/handroll-twin/directory.go"},
 	},
 	{
 		name:     "Leader election: the elector, the release, metrics, health check (`LeaderElection*`, `Elected`)",
@@ -117,7 +117,7 @@ var pieces = []piece{
 		twinNote: "imports handroll's `pkg/apis/scheme`",
 	},
 	{
-		name:     "Reconciler: desired children, status, the no-write check",
+		name:     "Reconciler: desired children, status, the no-write check, the desired directory",
 		kind:     shared,
 		handroll: []string{"pkg/controller/webapp/"},
 		twinNote: "imports handroll's `pkg/controller/webapp`",

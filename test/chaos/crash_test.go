@@ -27,8 +27,9 @@ import (
 // ten times, while 300 WebApps converge and are updated and some deleted.
 // Then one operator runs to the end, and the world must be exact: every
 // WebApp converged with exactly its children, each child controlled by its
-// WebApp, every deleted WebApp gone (no finalizer left behind), and the
-// directory holding exactly the live WebApps.
+// WebApp, every deleted WebApp gone (the operator holds none back: the
+// directory needs no finalizer) and no WebApp carrying the legacy directory
+// finalizer, and the directory holding exactly the live WebApps.
 func TestCrashesLoseNothing(t *testing.T) {
 	const (
 		perNamespace = 100
@@ -172,6 +173,9 @@ func check(ctx context.Context, t *testing.T, namespaces []string, opNS string, 
 			if deleted[key] {
 				problems = append(problems, key+" was deleted but remains (finalizers "+fmt.Sprint(w.Finalizers)+")")
 				continue
+			}
+			if slices.Contains(w.Finalizers, webapp.LegacyFinalizerDirectory) {
+				problems = append(problems, key+" carries the legacy finalizer "+webapp.LegacyFinalizerDirectory)
 			}
 			live[w.Name] = w
 			want[webapp.DirectoryKey(ns, w.Name)] = webapp.URL(w)

@@ -128,7 +128,7 @@ func TestWebAppBecomesReady(t *testing.T) {
 		return apierrors.IsNotFound(err), nil
 	})
 	if err != nil {
-		t.Fatalf("the WebApp was not released by its finalizer: %v", err)
+		t.Fatalf("the WebApp was not deleted: %v", err)
 	}
 	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, directoryHas(false)); err != nil {
 		t.Errorf("the directory still lists the deleted WebApp: %v", err)

@@ -36,7 +36,7 @@ var operatorNeeds = []need{
 	{cluster, "handroll.dev", "webapps", []string{"list", "watch"}, nil,
 		"pkg/cache/cache.go Caches.WebApps: the WebApp informers"},
 	{cluster, "handroll.dev", "webapps", []string{"patch"}, nil,
-		"pkg/controller/webapp/reconciler.go Reconciler.applyFinalizer: server-side apply of the directory finalizer"},
+		"pkg/controller/webapp/reconciler.go Reconciler.removeLegacyFinalizer: a JSON patch strips the first version's directory finalizer"},
 	{cluster, "handroll.dev", "webapps/status", []string{"patch"}, nil,
 		"pkg/controller/webapp/reconciler.go Reconciler.updateStatus: ApplyStatus"},
 	{cluster, "handroll.dev", "webapps/finalizers", []string{"update"}, nil,
@@ -60,8 +60,8 @@ var operatorNeeds = []need{
 	{cluster, "", "configmaps", []string{"list", "watch"}, nil,
 		"pkg/cache/cache.go Caches.ConfigMaps: every ConfigMap (spec.configMapRef names the user's), and the operator namespace's labelled ones"},
 	{cluster, "", "configmaps", []string{"create", "patch"}, nil,
-		"pkg/controller/webapp/reconciler.go Reconciler.ensure (server-side apply of <name>-config) and Reconciler.setDirectoryEntry " +
-			"(create, then merge patch, of the directory ConfigMap in the operator's namespace)"},
+		"pkg/controller/webapp/reconciler.go Reconciler.ensure (server-side apply of <name>-config), and directory.go " +
+			"DirectoryReconciler.create and .patch (the directory ConfigMap in the operator's namespace)"},
 	{cluster, "", "configmaps", []string{"delete"}, nil,
 		"pkg/controller/webapp/reconciler.go Reconciler.deleteOwnedConfigMap: once spec.config is emptied"},
 

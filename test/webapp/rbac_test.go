@@ -108,9 +108,14 @@ func TestManifestRBACIsEnough(t *testing.T) {
 	if err := handrollClient(t).HandrollV1().WebApps(ns).Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the WebApp is released by its finalizer", func(ctx context.Context) (bool, error) {
+	eventually(t, "the WebApp is deleted and leaves the directory", func(ctx context.Context) (bool, error) {
 		_, err := handrollClient(t).HandrollV1().WebApps(ns).Get(ctx, "web", metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
+		if !apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		cm, err := kube.CoreV1().ConfigMaps(opNS).Get(ctx, webapp.DirectoryName, metav1.GetOptions{})
+		_, listed := cm.Data[webapp.DirectoryKey(ns, "web")]
+		return err == nil && !listed, nil
 	})
 	if strings.Contains(strings.ToLower(op.Log()), "forbidden") {
 		t.Errorf("the operator met a forbidden request with the manifests' RBAC:\n%s", op.Log())

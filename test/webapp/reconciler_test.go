@@ -146,8 +146,8 @@ func TestReconcileCreatesChildren(t *testing.T) {
 			t.Errorf("%s: field managers %v, want handroll/Apply (server-side apply)", child.GetName(), managers)
 		}
 	}
-	if !slices.Contains(got.Finalizers, webapp.FinalizerDirectory) {
-		t.Errorf("finalizers %v", got.Finalizers)
+	if len(got.Finalizers) != 0 {
+		t.Errorf("finalizers %v: the directory needs none", got.Finalizers)
 	}
 	if got.Status.URL != "http://shop."+ns+".svc:80" || got.Status.Selector == "" {
 		t.Errorf("status %s", asJSON(got.Status))
@@ -360,7 +360,9 @@ func TestForeignObjectIsNeverOverwritten(t *testing.T) {
 	})
 }
 
-func TestFinalizerCleansTheDirectory(t *testing.T) {
+// TestDeletedWebAppLeavesTheDirectory: the directory controller removes a
+// deleted WebApp's entry and keeps the others.
+func TestDeletedWebAppLeavesTheDirectory(t *testing.T) {
 	_, opNS := startOperator(t)
 	ns := env.Namespace(t)
 	kube := kubeClient(t)
@@ -385,15 +387,12 @@ func TestFinalizerCleansTheDirectory(t *testing.T) {
 	if err := handrollClient(t).HandrollV1().WebApps(ns).Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the deleted WebApp is released", func(ctx context.Context) (bool, error) {
-		_, err := handrollClient(t).HandrollV1().WebApps(ns).Get(ctx, "a", metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
+	eventually(t, "the deleted WebApp leaves the directory", func(ctx context.Context) (bool, error) {
+		d := directory(ctx)
+		_, listed := d[webapp.DirectoryKey(ns, "a")]
+		return !listed, nil
 	})
-	d := directory(ctx)
-	if _, ok := d[webapp.DirectoryKey(ns, "a")]; ok {
-		t.Errorf("the directory still lists the deleted WebApp: %v", d)
-	}
-	if d[webapp.DirectoryKey(ns, "b")] == "" {
+	if d := directory(ctx); d[webapp.DirectoryKey(ns, "b")] == "" {
 		t.Errorf("the directory lost the other WebApp: %v", d)
 	}
 }
@@ -510,12 +509,11 @@ func TestRefusedChildIsReported(t *testing.T) {
 	})
 
 	// The refused WebApp would be retried for ever; later tests count
-	// errors and writes, so it goes (through its finalizer) while the
-	// operator still runs.
+	// errors and writes, so it goes while the operator still runs.
 	if err := handrollClient(t).HandrollV1().WebApps(ns).Delete(context.Background(), "second", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the refused WebApp is released", func(ctx context.Context) (bool, error) {
+	eventually(t, "the refused WebApp is deleted", func(ctx context.Context) (bool, error) {
 		_, err := handrollClient(t).HandrollV1().WebApps(ns).Get(ctx, "second", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})

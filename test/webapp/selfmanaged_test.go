@@ -260,8 +260,8 @@ func TestSelfManagedWebhooksAndConversion(t *testing.T) {
 			Service:      &handrollv1.WebAppService{Type: handrollv1.ServiceTypeNodePort, Port: 8000, NodePort: 30080},
 		},
 	})
-	// The operator writes too (its finalizer): retry on conflict, as any
-	// client doing a read-modify-write must.
+	// The operator may write too: retry on conflict, as any client doing a
+	// read-modify-write must.
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		alpha, err := hc.HandrollV1alpha1().WebApps(ns).Get(ctx, "new", metav1.GetOptions{})
 		if err != nil {
@@ -294,8 +294,8 @@ func TestSelfManagedWebhooksAndConversion(t *testing.T) {
 		}
 	}
 
-	// Deleted while the operator runs, so that its finalizer is released:
-	// nothing deletes namespaces in this control plane.
+	// Deleted here: nothing deletes namespaces in this control plane, and
+	// later tests' operators would otherwise keep reconciling them.
 	for _, name := range []string{"old", "new"} {
 		if err := hc.HandrollV1().WebApps(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 			t.Error(err)

@@ -3,6 +3,7 @@ package webapp
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
@@ -54,11 +55,12 @@ func NewController(r *Reconciler, inf Informers, opts controller.Options) (*cont
 	}
 	webAppKind := handrollv1.Kind(handrollv1.WebAppKind)
 
-	// For: the WebApp itself, when its spec changes or its deletion starts.
-	// Status-only updates, our own included, are dropped.
+	// For: the WebApp itself, when its spec changes. Status-only updates,
+	// our own included, are dropped; so are other metadata changes, except
+	// one that leaves the legacy finalizer on it.
 	for _, webapps := range inf.WebApps {
 		if err := c.Watch(webapps, controller.EnqueueObject(),
-			controller.Or(controller.GenerationChanged(), deletionStarted())); err != nil {
+			controller.Or(controller.GenerationChanged(), hasLegacyFinalizer())); err != nil {
 			return nil, err
 		}
 	}
@@ -93,14 +95,10 @@ func NewController(r *Reconciler, inf Informers, opts controller.Options) (*cont
 	return c, nil
 }
 
-// deletionStarted passes the update that sets metadata.deletionTimestamp,
-// so the finalizer runs at once.
-func deletionStarted() controller.Predicate {
-	return controller.PredicateFuncs{
-		CreateFunc: func(metav1.Object) bool { return false },
-		DeleteFunc: func(metav1.Object) bool { return false },
-		UpdateFunc: func(oldObj, newObj metav1.Object) bool {
-			return oldObj.GetDeletionTimestamp() == nil && newObj.GetDeletionTimestamp() != nil
-		},
-	}
+// hasLegacyFinalizer passes the updates of a WebApp that carries
+// LegacyFinalizerDirectory, so that the reconciler strips it.
+func hasLegacyFinalizer() controller.Predicate {
+	return controller.PredicateFuncs{UpdateFunc: func(_, newObj metav1.Object) bool {
+		return slices.Contains(newObj.GetFinalizers(), LegacyFinalizerDirectory)
+	}}
 }

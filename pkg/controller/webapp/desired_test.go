@@ -320,7 +320,12 @@ func TestComputeStatus(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			st := ComputeStatus(w, tc.observed, now)
-			if st.ObservedGeneration != 3 || st.URL != "http://shop.ns.svc:80" || st.Selector != "app.kubernetes.io/instance=shop,app.kubernetes.io/name=webapp" {
+			// Only a Service the WebApp controls is advertised.
+			wantURL := ""
+			if tc.observed.ServiceExists {
+				wantURL = "http://shop.ns.svc:80"
+			}
+			if st.ObservedGeneration != 3 || st.URL != wantURL || st.Selector != "app.kubernetes.io/instance=shop,app.kubernetes.io/name=webapp" {
 				t.Errorf("status %+v", st)
 			}
 			for typ, want := range map[string]metav1.ConditionStatus{

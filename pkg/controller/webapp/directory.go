@@ -1,75 +1,83 @@
 package webapp
 
 import (
-	"context"
-	"sync"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 )
 
-// directoryWriter turns the workers' writes of directory entries into as
-// few requests as it can, by group commit: entries that arrive while a write
-// is in flight gather in the next batch, which one of their callers writes
-// as soon as the write before it returns. Under load a batch holds up to one
-// entry per worker; alone, an entry is written at once, with no added
-// delay. Every caller waits for the write that holds its entry and gets its
-// error, so a reconcile (or a finalizer's removal) still fails when its
-// entry was not written.
-//
-// A caller whose ctx ends while it waits returns ctx's error, but its entry
-// stays in the batch: it is written later, or replaced by a newer value for
-// the same key, since the next batch keeps only the last value of each key.
-//
-// The zero value is ready to use.
-type directoryWriter struct {
-	mu      sync.Mutex
-	next    *directoryBatch // open: accepting entries
-	writing chan struct{}   // non-nil while a write is in flight; closed when it ends
-}
+// DirectoryName is the ConfigMap, in the operator's namespace, that maps
+// every WebApp to its URL. Keys are "<namespace>.<name>": neither a
+// namespace nor a WebApp name can hold a dot, and a ConfigMap key cannot
+// hold a slash.
+const DirectoryName = "webapp-directory"
 
-type directoryBatch struct {
-	entries map[string]string // "" removes the key
-	done    chan struct{}
-	err     error
-}
+// LegacyFinalizerDirectory is the finalizer the first version of the
+// directory put on every WebApp, to remove its entry before the WebApp went.
+// The directory no longer needs it (DirectoryReconciler recomputes the
+// whole directory from the cache), so nothing adds it; the WebApp reconciler
+// strips it wherever it finds it: on WebApps written by that version, and on
+// exported YAML created again.
+const LegacyFinalizerDirectory = "handroll.dev/directory"
 
-// set puts key=value into the open batch and returns once write has
-// written that batch.
-func (d *directoryWriter) set(ctx context.Context, key, value string, write func(context.Context, map[string]string) error) error {
-	d.mu.Lock()
-	if d.next == nil {
-		d.next = &directoryBatch{entries: map[string]string{}, done: make(chan struct{})}
-	}
-	b := d.next
-	b.entries[key] = value
-	for d.writing != nil {
-		inFlight := d.writing
-		d.mu.Unlock()
-		select {
-		case <-inFlight:
-		case <-ctx.Done():
-			return ctx.Err()
+// DirectoryKey is a WebApp's key in the directory ConfigMap.
+func DirectoryKey(namespace, name string) string { return namespace + "." + name }
+
+// DesiredDirectory is the directory that webapps call for: an entry for
+// every WebApp that is not being deleted and whose Service, as serviceOf
+// finds it (nil: none), it controls. A WebApp whose Service is not made yet,
+// or whose Service's name is taken by an object it does not control, is not
+// advertised. It is pure, so the controller-runtime twin uses it too.
+func DesiredDirectory(webapps []*handrollv1.WebApp, serviceOf func(namespace, name string) *corev1.Service) map[string]string {
+	entries := make(map[string]string, len(webapps))
+	for _, w := range webapps {
+		if w.DeletionTimestamp != nil {
+			continue
 		}
-		d.mu.Lock()
-		if d.next != b {
-			// Another caller of this batch took it and writes it.
-			d.mu.Unlock()
-			select {
-			case <-b.done:
-				return b.err
-			case <-ctx.Done():
-				return ctx.Err()
-			}
+		if svc := serviceOf(w.Namespace, w.Name); svc != nil && metav1.IsControlledBy(svc, w) {
+			entries[DirectoryKey(w.Namespace, w.Name)] = URL(w)
 		}
 	}
-	d.next = nil
-	d.writing = make(chan struct{})
-	d.mu.Unlock()
+	return entries
+}
 
-	b.err = write(ctx, b.entries)
-	close(b.done)
+// ManagedDirectoryKeys tells which directory keys a process that watches
+// namespaces keeps: those of its namespaces, every key when it watches all
+// (namespaces empty or [""]). Processes with --namespaces of their own can
+// share one operator namespace, and so one directory, without removing each
+// other's entries.
+func ManagedDirectoryKeys(namespaces []string) func(key string) bool {
+	if len(namespaces) == 0 || slices.Contains(namespaces, metav1.NamespaceAll) {
+		return func(string) bool { return true }
+	}
+	watched := map[string]bool{}
+	for _, ns := range namespaces {
+		watched[ns] = true
+	}
+	return func(key string) bool {
+		ns, _, ok := strings.Cut(key, ".")
+		return ok && watched[ns]
+	}
+}
 
-	d.mu.Lock()
-	close(d.writing)
-	d.writing = nil
-	d.mu.Unlock()
-	return b.err
+// DirectoryChanges is what turns current into desired, for the keys that
+// manages says are ours: the value to set, or nil to remove the key. Empty
+// when nothing differs. Its JSON is the "data" of a merge patch.
+func DirectoryChanges(current, desired map[string]string, manages func(key string) bool) map[string]*string {
+	changes := map[string]*string{}
+	for k, v := range desired {
+		if got, ok := current[k]; !ok || got != v {
+			changes[k] = &v
+		}
+	}
+	for k := range current {
+		if _, ok := desired[k]; !ok && manages(k) {
+			changes[k] = nil
+		}
+	}
+	return changes
 }

@@ -1,166 +1,137 @@
 package webapp
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"maps"
-	"sync"
 	"testing"
-	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 )
 
-// TestDirectoryWriterGroupsConcurrentEntries: entries set while a write is
-// in flight go out together in the next one; every entry is written exactly
-// once, in a batch that its caller waited for.
-func TestDirectoryWriterGroupsConcurrentEntries(t *testing.T) {
-	var (
-		d       directoryWriter
-		mu      sync.Mutex
-		batches []map[string]string
-	)
-	release := make(chan struct{})
-	write := func(_ context.Context, entries map[string]string) error {
-		mu.Lock()
-		first := len(batches) == 0
-		batches = append(batches, maps.Clone(entries))
-		mu.Unlock()
-		if first {
-			<-release // hold the first write until every other caller queued
-		}
-		return nil
+func directoryWebApp(ns, name string, port int32) *handrollv1.WebApp {
+	w := &handrollv1.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(ns + "/" + name)}}
+	if port != 0 {
+		w.Spec.Service = &handrollv1.WebAppService{Port: port}
 	}
+	return w
+}
 
-	const callers = 20
-	var wg sync.WaitGroup
-	errs := make(chan error, callers)
-	wg.Go(func() { errs <- d.set(context.Background(), "k0", "v0", write) })
-	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(batches) == 1 })
-	for i := 1; i < callers; i++ {
-		wg.Go(func() { errs <- d.set(context.Background(), fmt.Sprintf("k%d", i), fmt.Sprintf("v%d", i), write) })
+func serviceOwnedBy(w *handrollv1.WebApp) *corev1.Service {
+	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{
+		Namespace: w.Namespace, Name: w.Name,
+		OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: "handroll.dev/v1", Kind: "WebApp", Name: w.Name, UID: w.UID, Controller: ptr.To(true),
+		}},
+	}}
+}
+
+// TestDesiredDirectory: an entry for every WebApp that is not being deleted
+// and whose Service it controls; none for a WebApp without a Service yet,
+// with a foreign Service, with a Service of an earlier WebApp of the same
+// name, or being deleted.
+func TestDesiredDirectory(t *testing.T) {
+	listed := directoryWebApp("a", "listed", 0)
+	port := directoryWebApp("b", "port", 8000)
+	noService := directoryWebApp("a", "no-service", 0)
+	foreign := directoryWebApp("a", "foreign", 0)
+	recreated := directoryWebApp("a", "recreated", 0)
+	deleting := directoryWebApp("a", "deleting", 0)
+	deleting.DeletionTimestamp = &metav1.Time{}
+
+	services := map[string]*corev1.Service{}
+	for _, w := range []*handrollv1.WebApp{listed, port, deleting} {
+		services[w.Namespace+"/"+w.Name] = serviceOwnedBy(w)
 	}
-	waitFor(t, func() bool {
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		return d.next != nil && len(d.next.entries) == callers-1
-	})
-	close(release)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Errorf("set: %v", err)
+	services["a/foreign"] = &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "foreign"}}
+	older := recreated.DeepCopy()
+	older.UID = "an-earlier-one"
+	services["a/recreated"] = serviceOwnedBy(older)
+
+	got := DesiredDirectory([]*handrollv1.WebApp{listed, port, noService, foreign, recreated, deleting},
+		func(ns, name string) *corev1.Service { return services[ns+"/"+name] })
+	want := map[string]string{
+		"a.listed": "http://listed.a.svc:80",
+		"b.port":   "http://port.b.svc:8000",
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("DesiredDirectory:\n got %v\nwant %v", got, want)
+	}
+}
+
+// TestDirectoryChanges: only what differs is written, and a key that
+// another process's namespaces hold is never removed.
+func TestDirectoryChanges(t *testing.T) {
+	current := map[string]string{
+		"a.same":    "http://same.a.svc:80",
+		"a.changed": "http://changed.a.svc:80",
+		"a.stale":   "http://stale.a.svc:80",
+		"z.theirs":  "http://theirs.z.svc:80",
+	}
+	desired := map[string]string{
+		"a.same":    "http://same.a.svc:80",
+		"a.changed": "http://changed.a.svc:8080",
+		"b.new":     "http://new.b.svc:80",
+	}
+	got := DirectoryChanges(current, desired, ManagedDirectoryKeys([]string{"a", "b"}))
+	want := map[string]*string{
+		"a.changed": ptr.To("http://changed.a.svc:8080"),
+		"a.stale":   nil,
+		"b.new":     ptr.To("http://new.b.svc:80"),
+	}
+	if !maps.EqualFunc(got, want, func(x, y *string) bool { return (x == nil && y == nil) || (x != nil && y != nil && *x == *y) }) {
+		t.Errorf("DirectoryChanges: got %v, want %v", render(got), render(want))
+	}
+	if got := DirectoryChanges(desired, desired, ManagedDirectoryKeys(nil)); len(got) != 0 {
+		t.Errorf("no difference, yet changes %v", render(got))
+	}
+	// Watching every namespace, every key is ours.
+	if got := DirectoryChanges(current, nil, ManagedDirectoryKeys([]string{""})); len(got) != len(current) {
+		t.Errorf("watching every namespace: changes %v, want every key removed", render(got))
+	}
+}
+
+func TestManagedDirectoryKeys(t *testing.T) {
+	some := ManagedDirectoryKeys([]string{"a", "b-c"})
+	for key, want := range map[string]bool{"a.x": true, "b-c.y": true, "b.y": false, "ab.x": false, "a": false, "": false} {
+		if got := some(key); got != want {
+			t.Errorf("watching a and b-c: %q managed %v, want %v", key, got, want)
 		}
 	}
-	if len(batches) != 2 {
-		t.Fatalf("%d writes for %d entries, want 2 (one in flight, then the rest together): %v", len(batches), callers, batches)
-	}
-	seen := map[string]string{}
-	for _, b := range batches {
-		for k, v := range b {
-			if _, dup := seen[k]; dup {
-				t.Errorf("%s written twice", k)
-			}
-			seen[k] = v
-		}
-	}
-	for i := range callers {
-		if k := fmt.Sprintf("k%d", i); seen[k] != fmt.Sprintf("v%d", i) {
-			t.Errorf("%s = %q", k, seen[k])
+	for _, all := range [][]string{nil, {}, {""}} {
+		if !ManagedDirectoryKeys(all)("anything.at-all") {
+			t.Errorf("watching %q: a key is not managed", all)
 		}
 	}
 }
 
-// TestDirectoryWriterReportsTheBatchError: every caller of a failed batch
-// gets its error; a later batch starts afresh.
-func TestDirectoryWriterReportsTheBatchError(t *testing.T) {
-	var d directoryWriter
-	boom := errors.New("boom")
-	release := make(chan struct{})
-	calls := 0
-	var mu sync.Mutex
-	write := func(_ context.Context, entries map[string]string) error {
-		mu.Lock()
-		calls++
-		n := calls
-		mu.Unlock()
-		if n == 1 {
-			<-release
-			return nil
-		}
-		return boom
-	}
-	first := make(chan error, 1)
-	go func() { first <- d.set(context.Background(), "a", "1", write) }()
-	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return calls == 1 })
-	var wg sync.WaitGroup
-	errs := make(chan error, 2)
-	for _, k := range []string{"b", "c"} {
-		wg.Go(func() { errs <- d.set(context.Background(), k, "", write) })
-	}
-	waitFor(t, func() bool { d.mu.Lock(); defer d.mu.Unlock(); return d.next != nil && len(d.next.entries) == 2 })
-	close(release)
-	wg.Wait()
-	close(errs)
-	if err := <-first; err != nil {
-		t.Errorf("the first batch: %v", err)
-	}
-	for err := range errs {
-		if !errors.Is(err, boom) {
-			t.Errorf("a caller of the failed batch got %v, want its error", err)
+func render(m map[string]*string) map[string]string {
+	out := map[string]string{}
+	for k, v := range m {
+		if v == nil {
+			out[k] = "<remove>"
+		} else {
+			out[k] = *v
 		}
 	}
-	if err := d.set(context.Background(), "d", "4", func(context.Context, map[string]string) error { return nil }); err != nil {
-		t.Errorf("after a failed batch: %v", err)
-	}
+	return out
 }
 
-// TestDirectoryWriterCallerGivesUp: a caller whose context ends while
-// another write is in flight returns at once; its entry is still written.
-func TestDirectoryWriterCallerGivesUp(t *testing.T) {
-	var d directoryWriter
-	release := make(chan struct{})
-	var mu sync.Mutex
-	var written []map[string]string
-	write := func(_ context.Context, entries map[string]string) error {
-		mu.Lock()
-		written = append(written, maps.Clone(entries))
-		n := len(written)
-		mu.Unlock()
-		if n == 1 {
-			<-release
-		}
-		return nil
+// TestLegacyFinalizerPatch: the patch removes the legacy finalizer at its
+// index, guarded by tests of that entry and of the UID; nil without it.
+func TestLegacyFinalizerPatch(t *testing.T) {
+	w := directoryWebApp("a", "w", 0)
+	if p := LegacyFinalizerPatch(w); p != nil {
+		t.Errorf("no finalizer, yet a patch %s", p)
 	}
-	done := make(chan error, 1)
-	go func() { done <- d.set(context.Background(), "a", "1", write) }()
-	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(written) == 1 })
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if err := d.set(ctx, "b", "2", write); !errors.Is(err, context.Canceled) {
-		t.Errorf("a cancelled caller got %v", err)
-	}
-	close(release)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if err := d.set(context.Background(), "c", "3", write); err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(written) != 2 || written[1]["b"] != "2" || written[1]["c"] != "3" {
-		t.Errorf("writes %v: want the cancelled caller's entry written with the next", written)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition never held")
-		}
-		time.Sleep(time.Millisecond)
+	w.Finalizers = []string{"example.com/other", LegacyFinalizerDirectory}
+	want := `[{"op":"test","path":"/metadata/uid","value":"a/w"},` +
+		`{"op":"test","path":"/metadata/finalizers/1","value":"handroll.dev/directory"},` +
+		`{"op":"remove","path":"/metadata/finalizers/1"}]`
+	if got := string(LegacyFinalizerPatch(w)); got != want {
+		t.Errorf("patch\n got %s\nwant %s", got, want)
 	}
 }

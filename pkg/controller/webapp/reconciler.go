@@ -28,19 +28,6 @@ import (
 	handrolllisters "github.com/handroll/handroll/pkg/generated/listers/handroll/v1"
 )
 
-// FinalizerDirectory keeps a WebApp until its entry is removed from the
-// directory ConfigMap.
-const FinalizerDirectory = "handroll.dev/directory"
-
-// DirectoryName is the ConfigMap, in the operator's namespace, that maps
-// every WebApp to its URL. Keys are "<namespace>.<name>": neither a
-// namespace nor a WebApp name can hold a dot, and a ConfigMap key cannot
-// hold a slash.
-const DirectoryName = "webapp-directory"
-
-// DirectoryKey is a WebApp's key in the directory ConfigMap.
-func DirectoryKey(namespace, name string) string { return namespace + "." + name }
-
 // Event reasons.
 const (
 	EventCreated          = "Created"
@@ -64,9 +51,6 @@ type Reconciler struct {
 	Kube     kubernetes.Interface
 	Recorder events.EventRecorder
 
-	// DirectoryNamespace holds the directory ConfigMap.
-	DirectoryNamespace string
-
 	// ChildrenCacheFiltered says the Deployment and Service caches hold only
 	// objects labelled managed-by=handroll. A child missing from such a
 	// cache may still exist, unlabelled and not ours, so it is looked up in
@@ -77,9 +61,6 @@ type Reconciler struct {
 
 	// Now returns the time for condition transitions; tests fix it.
 	Now func() metav1.Time
-
-	// directory batches the workers' directory writes.
-	directory directoryWriter
 }
 
 var applyOptions = metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
@@ -91,24 +72,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, req controller.Request) (con
 	cached, err := r.WebApps.WebApps(req.Namespace).Get(req.Name)
 	if apierrors.IsNotFound(err) {
 		// Gone: the garbage collector removes the children, and the
-		// finalizer already took it out of the directory.
+		// directory controller its entry.
 		return controller.Result{}, nil
 	}
 	if err != nil {
 		return controller.Result{}, err
 	}
+	if patch := LegacyFinalizerPatch(cached); patch != nil {
+		if err := r.removeLegacyFinalizer(ctx, cached, patch); err != nil {
+			return controller.Result{}, fmt.Errorf("removing the legacy finalizer %s: %w", LegacyFinalizerDirectory, err)
+		}
+	}
+	if cached.DeletionTimestamp != nil {
+		// Going: the children go with it; nothing to make.
+		return controller.Result{}, nil
+	}
 	// The cache's object is shared with every other reader: work on a copy.
 	w := cached.DeepCopy()
 	handrollv1.SetObjectDefaults_WebApp(w)
-
-	if w.DeletionTimestamp != nil {
-		return controller.Result{}, r.finalize(ctx, w)
-	}
-	if !slices.Contains(w.Finalizers, FinalizerDirectory) {
-		if err := r.applyFinalizer(ctx, w, true); err != nil {
-			return controller.Result{}, fmt.Errorf("adding finalizer: %w", err)
-		}
-	}
 
 	obs, err := r.reconcileChildren(ctx, w)
 	if err != nil {
@@ -116,9 +97,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req controller.Request) (con
 	}
 	if err := r.updateStatus(ctx, w, obs); err != nil {
 		return controller.Result{}, fmt.Errorf("writing status: %w", err)
-	}
-	if err := r.setDirectoryEntry(ctx, w, URL(w)); err != nil {
-		return controller.Result{}, fmt.Errorf("updating the directory: %w", err)
 	}
 	if obs.ApplyFailed != "" {
 		return controller.Result{}, errors.New(obs.ApplyFailed)
@@ -208,6 +186,9 @@ func (r *Reconciler) reconcileChildren(ctx context.Context, w *handrollv1.WebApp
 			// so in the status and an event rather than only in our log.
 			obs.ApplyFailed = fmt.Sprintf("%s %s/%s: %v", c.kind, ns, c.name, err)
 			r.Recorder.Eventf(w, nil, corev1.EventTypeWarning, ReasonApplyFailed, "Apply", "%s", obs.ApplyFailed)
+			if _, ok := current.(*corev1.Service); ok {
+				obs.ServiceExists = true // ours, unchanged: still advertised
+			}
 			continue
 		}
 		if err != nil {
@@ -267,6 +248,11 @@ func (r *Reconciler) ensure(ctx context.Context, w *handrollv1.WebApp, c child) 
 
 	applied, err := c.apply(ctx)
 	if err != nil {
+		if exists {
+			// Refused or failed, the object we control is still there as
+			// it was: the caller may report it (a Service still serves).
+			return current, err
+		}
 		return nil, err
 	}
 	reason, verb := EventCreated, "Created"
@@ -343,96 +329,36 @@ func statusApplyConfiguration(st handrollv1.WebAppStatus) *handrollac.WebAppStat
 	return &ac
 }
 
-// applyFinalizer adds (or, with add false, removes) the directory finalizer
-// with server-side apply: the finalizer list is a set, so other finalizers
-// are untouched and no resourceVersion is needed.
-func (r *Reconciler) applyFinalizer(ctx context.Context, w *handrollv1.WebApp, add bool) error {
-	ac := handrollac.WebApp(w.Name, w.Namespace)
-	if add {
-		ac.WithFinalizers(FinalizerDirectory)
-	}
-	// The UID guards against applying to a newer WebApp of the same name.
-	ac.WithUID(w.UID)
-	_, err := r.Client.HandrollV1().WebApps(w.Namespace).Apply(ctx, ac, applyOptions)
-	return err
-}
-
-// finalize removes a deleted WebApp from the directory, then releases it.
-func (r *Reconciler) finalize(ctx context.Context, w *handrollv1.WebApp) error {
-	if !slices.Contains(w.Finalizers, FinalizerDirectory) {
+// LegacyFinalizerPatch is the JSON patch that removes
+// LegacyFinalizerDirectory from w, or nil when w does not carry it. Its
+// "test" operations make sure it removes that entry of that object and no
+// other: when the list has changed since w was read, the API server refuses
+// it and the caller retries from the newer version. Server-side apply cannot
+// do this: a finalizer that another field manager also owns (a restore,
+// kubectl create of exported YAML) stays when we stop applying it.
+func LegacyFinalizerPatch(w *handrollv1.WebApp) []byte {
+	i := slices.Index(w.Finalizers, LegacyFinalizerDirectory)
+	if i < 0 {
 		return nil
 	}
-	if err := r.setDirectoryEntry(ctx, w, ""); err != nil {
-		return fmt.Errorf("removing from the directory: %w", err)
-	}
-	if err := r.applyFinalizer(ctx, w, false); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("removing finalizer: %w", err)
-	}
-	return nil
-}
-
-// setDirectoryEntry sets (url != "") or removes (url == "") the WebApp's
-// entry in the directory ConfigMap, and returns once that is written. The
-// cache tells when the entry is already right; otherwise the entry joins
-// the directory's next write (see directoryWriter).
-func (r *Reconciler) setDirectoryEntry(ctx context.Context, w *handrollv1.WebApp, url string) error {
-	key := DirectoryKey(w.Namespace, w.Name)
-	cm, err := r.ConfigMaps.ConfigMaps(r.DirectoryNamespace).Get(DirectoryName)
-	if err == nil {
-		if got, ok := cm.Data[key]; (url == "" && !ok) || (url != "" && got == url) {
-			return nil
-		}
-	} else if !apierrors.IsNotFound(err) {
-		return err
-	} else if url == "" {
-		return nil // no directory, nothing to remove
-	}
-	return r.directory.set(ctx, key, url, func(ctx context.Context, entries map[string]string) error {
-		return r.writeDirectory(ctx, entries)
+	path := fmt.Sprintf("/metadata/finalizers/%d", i)
+	patch, err := json.Marshal([]map[string]any{
+		{"op": "test", "path": "/metadata/uid", "value": w.UID},
+		{"op": "test", "path": path, "value": LegacyFinalizerDirectory},
+		{"op": "remove", "path": path},
 	})
+	if err != nil {
+		panic(fmt.Sprintf("marshalling a JSON patch of strings cannot fail: %v", err))
+	}
+	return patch
 }
 
-// writeDirectory writes entries (a "" value removes its key) into the
-// directory ConfigMap with one JSON merge patch of just those keys, so that
-// concurrent writers never conflict and no read-modify-write is needed. It
-// creates the ConfigMap when it is missing.
-func (r *Reconciler) writeDirectory(ctx context.Context, entries map[string]string) error {
-	data := make(map[string]any, len(entries))
-	for k, v := range entries {
-		if v == "" {
-			data[k] = nil
-		} else {
-			data[k] = v
-		}
-	}
-	patch, err := json.Marshal(map[string]any{"data": data})
-	if err != nil {
-		return err
-	}
-	configMaps := r.Kube.CoreV1().ConfigMaps(r.DirectoryNamespace)
-	_, err = configMaps.Patch(ctx, DirectoryName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
-	if !apierrors.IsNotFound(err) {
-		return err
-	}
-	created := map[string]string{}
-	for k, v := range entries {
-		if v != "" {
-			created[k] = v
-		}
-	}
-	if len(created) == 0 {
-		return nil // no directory, nothing to remove
-	}
-	_, err = configMaps.Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: DirectoryName, Namespace: r.DirectoryNamespace,
-			Labels: map[string]string{LabelManagedBy: ManagedBy, LabelName: "webapp-directory"},
-		},
-		Data: created,
-	}, metav1.CreateOptions{FieldManager: FieldManager})
-	if apierrors.IsAlreadyExists(err) {
-		// Another replica's stale leader or a racing create: patch ours in.
-		_, err = configMaps.Patch(ctx, DirectoryName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+// removeLegacyFinalizer sends LegacyFinalizerPatch.
+func (r *Reconciler) removeLegacyFinalizer(ctx context.Context, w *handrollv1.WebApp, patch []byte) error {
+	_, err := r.Client.HandrollV1().WebApps(w.Namespace).Patch(ctx, w.Name, types.JSONPatchType, patch,
+		metav1.PatchOptions{FieldManager: FieldManager})
+	if apierrors.IsNotFound(err) {
+		return nil // gone already
 	}
 	return err
 }

@@ -29,7 +29,9 @@ const (
 type Observed struct {
 	// Deployment is the live Deployment, nil when it does not exist yet.
 	Deployment *appsv1.Deployment
-	// ServiceExists tells whether the Service exists.
+	// ServiceExists tells whether a Service this WebApp controls exists.
+	// Only then is the WebApp advertised (status.url, the directory): a
+	// Service of that name that it does not control is someone else's.
 	ServiceExists bool
 	// Conflict, when set, says which child name is taken by an object this
 	// WebApp does not control.
@@ -47,8 +49,10 @@ func ComputeStatus(w *handrollv1.WebApp, o Observed, now metav1.Time) handrollv1
 	st := handrollv1.WebAppStatus{
 		ObservedGeneration: w.Generation,
 		Selector:           labels.SelectorFromSet(Selector(w)).String(),
-		URL:                URL(w),
 		Conditions:         append([]metav1.Condition(nil), w.Status.Conditions...),
+	}
+	if o.ServiceExists {
+		st.URL = URL(w)
 	}
 	desired := handrollv1.DefaultReplicas
 	if w.Spec.Replicas != nil {

@@ -221,12 +221,20 @@ func run(o options) error {
 
 	ctx := ctrl.SetupSignalHandler()
 	r := &WebAppReconciler{
-		Client:             client.WithFieldOwner(mgr.GetClient(), webapp.FieldManager),
-		APIReader:          mgr.GetAPIReader(),
-		Recorder:           mgr.GetEventRecorder("handroll"),
-		DirectoryNamespace: o.operatorNamespace,
+		Client:    client.WithFieldOwner(mgr.GetClient(), webapp.FieldManager),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder("handroll"),
 	}
 	if err := r.SetupWithManager(ctx, mgr); err != nil {
+		return err
+	}
+	// The directory's own controller, on the same manager and cache.
+	directory := &DirectoryReconciler{
+		Client:     client.WithFieldOwner(mgr.GetClient(), webapp.FieldManager),
+		Namespace:  o.operatorNamespace,
+		Namespaces: o.namespaces,
+	}
+	if err := directory.SetupWithManager(mgr); err != nil {
 		return err
 	}
 	return mgr.Start(ctx)

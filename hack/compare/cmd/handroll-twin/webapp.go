@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -18,7 +19,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -38,9 +38,6 @@ type WebAppReconciler struct {
 	// label-filtered cache may still exist, unlabelled and not ours.
 	APIReader client.Reader
 	Recorder  events.EventRecorder
-
-	// DirectoryNamespace holds the directory ConfigMap.
-	DirectoryNamespace string
 }
 
 // SetupWithManager indexes WebApps by the ConfigMap they reference and
@@ -56,9 +53,13 @@ func (r *WebAppReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		// Status-only updates, our own included, are dropped. Starting a
-		// deletion bumps the generation, so the finalizer still runs at once.
-		For(&handrollv1.WebApp{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// Status-only updates, our own included, are dropped; other
+		// metadata changes too, except while the legacy finalizer is there.
+		For(&handrollv1.WebApp{}, builder.WithPredicates(predicate.Or[client.Object](
+			predicate.GenerationChangedPredicate{},
+			predicate.NewPredicateFuncs(func(o client.Object) bool {
+				return slices.Contains(o.GetFinalizers(), webapp.LegacyFinalizerDirectory)
+			})))).
 		Owns(&appsv1.Deployment{}).
 		Owns(&corev1.Service{}).
 		Owns(&corev1.ConfigMap{}).
@@ -90,19 +91,20 @@ func (r *WebAppReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	var w handrollv1.WebApp
 	if err := r.Get(ctx, req.NamespacedName, &w); err != nil {
 		// Gone: the garbage collector removes the children, and the
-		// finalizer already took it out of the directory.
+		// directory controller its entry.
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	handrollv1.SetObjectDefaults_WebApp(&w)
-
-	if !w.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, r.finalize(ctx, &w)
-	}
-	if !controllerutil.ContainsFinalizer(&w, webapp.FinalizerDirectory) {
-		if err := r.applyFinalizer(ctx, &w, true); err != nil {
-			return ctrl.Result{}, fmt.Errorf("adding finalizer: %w", err)
+	// The first version's finalizer, with a JSON patch that tests the entry:
+	// server-side apply cannot remove one another field manager co-owns.
+	if patch := webapp.LegacyFinalizerPatch(&w); patch != nil {
+		if err := r.Patch(ctx, w.DeepCopy(), client.RawPatch(types.JSONPatchType, patch)); client.IgnoreNotFound(err) != nil {
+			return ctrl.Result{}, fmt.Errorf("removing the legacy finalizer %s: %w", webapp.LegacyFinalizerDirectory, err)
 		}
 	}
+	if !w.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	handrollv1.SetObjectDefaults_WebApp(&w)
 
 	obs, err := r.reconcileChildren(ctx, &w)
 	if err != nil {
@@ -110,9 +112,6 @@ func (r *WebAppReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	if err := r.updateStatus(ctx, &w, obs); err != nil {
 		return ctrl.Result{}, fmt.Errorf("writing status: %w", err)
-	}
-	if err := r.setDirectoryEntry(ctx, &w, webapp.URL(&w)); err != nil {
-		return ctrl.Result{}, fmt.Errorf("updating the directory: %w", err)
 	}
 	if obs.ApplyFailed != "" {
 		return ctrl.Result{}, errors.New(obs.ApplyFailed)
@@ -170,6 +169,9 @@ func (r *WebAppReconciler) reconcileChildren(ctx context.Context, w *handrollv1.
 			// so in the status and an event rather than only in our log.
 			obs.ApplyFailed = fmt.Sprintf("%s %s/%s: %v", c.kind, w.Namespace, c.name, err)
 			r.Recorder.Eventf(w, nil, corev1.EventTypeWarning, webapp.ReasonApplyFailed, "Apply", "%s", obs.ApplyFailed)
+			if _, ok := current.(*corev1.Service); ok {
+				obs.ServiceExists = true // ours, unchanged: still advertised
+			}
 			continue
 		case err != nil:
 			return obs, fmt.Errorf("%s %s/%s: %w", c.kind, w.Namespace, c.name, err)
@@ -217,6 +219,10 @@ func (r *WebAppReconciler) ensure(ctx context.Context, w *handrollv1.WebApp, c c
 	}
 
 	if err := r.Apply(ctx, c.desired, client.ForceOwnership); err != nil {
+		if exists {
+			// The object we control is still there as it was.
+			return current, err
+		}
 		return nil, err
 	}
 	// Apply decoded the API server's answer into the apply configuration;
@@ -273,72 +279,6 @@ func (r *WebAppReconciler) updateStatus(ctx context.Context, w *handrollv1.WebAp
 		}
 	}
 	return nil
-}
-
-// applyFinalizer adds (or, with add false, removes) the directory finalizer
-// with server-side apply: the finalizer list is a set, so other finalizers
-// are untouched and no resourceVersion is needed. The UID guards against
-// applying to a newer WebApp of the same name.
-func (r *WebAppReconciler) applyFinalizer(ctx context.Context, w *handrollv1.WebApp, add bool) error {
-	ac := handrollac.WebApp(w.Name, w.Namespace).WithUID(w.UID)
-	if add {
-		ac.WithFinalizers(webapp.FinalizerDirectory)
-	}
-	return r.Apply(ctx, ac, client.ForceOwnership)
-}
-
-// finalize removes a deleted WebApp from the directory, then releases it.
-func (r *WebAppReconciler) finalize(ctx context.Context, w *handrollv1.WebApp) error {
-	if !controllerutil.ContainsFinalizer(w, webapp.FinalizerDirectory) {
-		return nil
-	}
-	if err := r.setDirectoryEntry(ctx, w, ""); err != nil {
-		return fmt.Errorf("removing from the directory: %w", err)
-	}
-	if err := r.applyFinalizer(ctx, w, false); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("removing finalizer: %w", err)
-	}
-	return nil
-}
-
-// setDirectoryEntry sets (url != "") or removes (url == "") the WebApp's
-// entry in the directory ConfigMap. Each write is a JSON merge patch of that
-// one key, so concurrent workers never conflict and no read-modify-write is
-// needed; the cache tells when the entry is already right.
-func (r *WebAppReconciler) setDirectoryEntry(ctx context.Context, w *handrollv1.WebApp, url string) error {
-	key := webapp.DirectoryKey(w.Namespace, w.Name)
-	objMeta := metav1.ObjectMeta{Name: webapp.DirectoryName, Namespace: r.DirectoryNamespace}
-	var dir corev1.ConfigMap
-	err := r.Get(ctx, client.ObjectKey{Namespace: objMeta.Namespace, Name: objMeta.Name}, &dir)
-	if err == nil {
-		if got, ok := dir.Data[key]; (url == "" && !ok) || (url != "" && got == url) {
-			return nil
-		}
-	} else if !apierrors.IsNotFound(err) {
-		return err
-	}
-
-	var value any
-	if url != "" {
-		value = url
-	}
-	data, err := json.Marshal(map[string]any{"data": map[string]any{key: value}})
-	if err != nil {
-		return err
-	}
-	patch := func() error {
-		return r.Patch(ctx, &corev1.ConfigMap{ObjectMeta: objMeta}, client.RawPatch(types.MergePatchType, data))
-	}
-	if err := patch(); !apierrors.IsNotFound(err) || url == "" {
-		return client.IgnoreNotFound(err) // no directory, nothing to remove
-	}
-	objMeta.Labels = map[string]string{webapp.LabelManagedBy: webapp.ManagedBy, webapp.LabelName: "webapp-directory"}
-	err = r.Create(ctx, &corev1.ConfigMap{ObjectMeta: objMeta, Data: map[string]string{key: url}})
-	if apierrors.IsAlreadyExists(err) {
-		// Another worker created it first: patch our key into theirs.
-		err = patch()
-	}
-	return err
 }
 
 // convert copies from into to through JSON, which apply configurations
