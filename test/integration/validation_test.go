@@ -107,21 +107,21 @@ func TestInvalidWebAppsAreRejected(t *testing.T) {
 			field: "spec.service.type", detail: `Unsupported value: ""`},
 		{name: "v1alpha1 containerPort 0", object: "container-port-zero", alpha: true, spec: `{"image": "nginx", "containerPort": 0}`,
 			field: "spec.containerPort", detail: "greater than or equal to 1"},
-		{name: "port 65536", object: "port-too-high", mutate: func(w *handrollv1.WebApp) { w.Spec.Port = 65536 },
+		{name: "port 65536", object: "port-too-high", mutate: func(w *handrollv1.WebApp) { w.Spec.Port = ptr.To[int32](65536) },
 			field: "spec.port", detail: "less than or equal to 65535"},
 		{name: "service port 65536", object: "service-port-too-high", mutate: func(w *handrollv1.WebApp) {
-			w.Spec.Service = &handrollv1.WebAppService{Port: 65536}
+			w.Spec.Service = &handrollv1.WebAppService{Port: ptr.To[int32](65536)}
 		}, field: "spec.service.port", detail: "less than or equal to 65535"},
 
 		// Schema: enum and node port range.
 		{name: "service type LoadBalancer", object: "load-balancer", mutate: func(w *handrollv1.WebApp) {
-			w.Spec.Service = &handrollv1.WebAppService{Type: "LoadBalancer"}
+			w.Spec.Service = &handrollv1.WebAppService{Type: ptr.To[handrollv1.ServiceType]("LoadBalancer")}
 		}, field: "spec.service.type", detail: `Unsupported value: "LoadBalancer"`},
 		{name: "nodePort below the range", object: "node-port-low", mutate: func(w *handrollv1.WebApp) {
-			w.Spec.Service = &handrollv1.WebAppService{Type: handrollv1.ServiceTypeNodePort, NodePort: 29999}
+			w.Spec.Service = &handrollv1.WebAppService{Type: ptr.To(handrollv1.ServiceTypeNodePort), NodePort: 29999}
 		}, field: "spec.service.nodePort", detail: "greater than or equal to 30000"},
 		{name: "nodePort above the range", object: "node-port-high", mutate: func(w *handrollv1.WebApp) {
-			w.Spec.Service = &handrollv1.WebAppService{Type: handrollv1.ServiceTypeNodePort, NodePort: 32768}
+			w.Spec.Service = &handrollv1.WebAppService{Type: ptr.To(handrollv1.ServiceTypeNodePort), NodePort: 32768}
 		}, field: "spec.service.nodePort", detail: "less than or equal to 32767"},
 
 		// Schema: list and map sizes, list-map keys.
@@ -164,7 +164,7 @@ func TestInvalidWebAppsAreRejected(t *testing.T) {
 		// CEL: nodePort only with NodePort, also when type is left to its
 		// default (the rule sees the defaulted object).
 		{name: "nodePort with ClusterIP", object: "cluster-ip-node-port", mutate: func(w *handrollv1.WebApp) {
-			w.Spec.Service = &handrollv1.WebAppService{Type: handrollv1.ServiceTypeClusterIP, NodePort: 30080}
+			w.Spec.Service = &handrollv1.WebAppService{Type: ptr.To(handrollv1.ServiceTypeClusterIP), NodePort: 30080}
 		}, field: "spec.service.nodePort", detail: "nodePort may only be set when type is NodePort"},
 		{name: "nodePort with defaulted type", object: "default-type-node-port", mutate: func(w *handrollv1.WebApp) {
 			w.Spec.Service = &handrollv1.WebAppService{NodePort: 30080}
