@@ -59,7 +59,8 @@ if [[ "${LOCAL}" == 1 ]]; then
   echo "  curl -s http://127.0.0.1:8080/metrics | head"
   echo "  curl -s 'http://127.0.0.1:8081/readyz?verbose'"
   echo "Ctrl-C stops the operator; the cluster stays up until 'make cluster-down'."
-  echo "While it is stopped, WebApp writes are refused (the webhooks fail closed)."
+  echo "While it is stopped, new WebApps and spec changes are refused (the webhooks fail closed);"
+  echo "labels, finalizers and deletes still go through."
   echo
 fi
 wait "${pid}"
