@@ -23,14 +23,13 @@ kubectl() {
 }
 
 if [[ "${LOCAL}" == 1 ]]; then
-  # Created only when absent: once the operator has pointed them at
-  # WEBHOOK_URL, re-applying the manifest's service reference would make
-  # them invalid (a clientConfig has a url or a service, not both).
-  for kind in mutatingwebhookconfiguration validatingwebhookconfiguration; do
-    if ! kubectl get "${kind}" handroll >/dev/null 2>&1; then
-      kubectl create -f <(kubectl kustomize manifests/webhook) 2>&1 | grep -v AlreadyExists || true
-    fi
-  done
+  # Replaced, not applied: once the operator has pointed them at
+  # WEBHOOK_URL, applying the manifest's service reference would make them
+  # invalid (a clientConfig has a url or a service, not both). Replacing
+  # them brings in what the manifests changed (rules, matchConditions); the
+  # operator points them at WEBHOOK_URL again when it starts.
+  kubectl delete --ignore-not-found mutatingwebhookconfiguration/handroll validatingwebhookconfiguration/handroll
+  kubectl create -f <(kubectl kustomize manifests/webhook) 2>&1 | grep -v AlreadyExists || true
 fi
 
 bin/handroll --kubeconfig="${kubeconfig}" \
@@ -60,7 +59,8 @@ if [[ "${LOCAL}" == 1 ]]; then
   echo "  curl -s http://127.0.0.1:8080/metrics | head"
   echo "  curl -s 'http://127.0.0.1:8081/readyz?verbose'"
   echo "Ctrl-C stops the operator; the cluster stays up until 'make cluster-down'."
-  echo "While it is stopped, WebApp writes are refused (the webhooks fail closed)."
+  echo "While it is stopped, new WebApps and spec changes are refused (the webhooks fail closed);"
+  echo "labels, finalizers and deletes still go through."
   echo
 fi
 wait "${pid}"

@@ -94,9 +94,12 @@ func (d decoder) decode(raw []byte, which string) (*handrollv1.WebApp, *admissio
 // Defaulter is the mutating webhook: it fills in what a WebApp leaves out
 // (handrollv1.SetObjectDefaults_WebApp) and answers with the JSON Patch from
 // the object sent to the defaulted one. It replaces a
-// webhook.CustomDefaulter. The CRD's schema defaults do the same for objects
-// the webhook never sees; the webhook makes the defaults visible in a
-// dry run and to validating webhooks that run after it.
+// webhook.CustomDefaulter. The API server applies the CRD schema's
+// defaults, the same values, before admission and again after a mutating
+// patch, so most requests arrive with nothing left to fill; the webhook
+// fills what is still absent before the validating webhooks see it. Only a
+// field left out is filled: every optional field with a default is a
+// pointer, so an explicit port 0 stays 0, for validation to refuse.
 type Defaulter struct{ decoder decoder }
 
 // NewDefaulter returns a Defaulter decoding with s, which must hold

@@ -479,3 +479,86 @@ func TestGarbageNeverPanics(t *testing.T) {
 		}
 	}
 }
+
+// TestExplicitInvalidValuesAreRefusedNotDefaulted: a default is for a field
+// the user left out. A field given with a value the schema refuses (port 0,
+// an empty service type) is left as sent by the Defaulter, and the
+// Validator refuses it, naming the field; left out, the same field is
+// defaulted and the object allowed.
+func TestExplicitInvalidValuesAreRefusedNotDefaulted(t *testing.T) {
+	srv := newTestServer(t)
+	cases := []struct {
+		name, spec, path, field string
+	}{
+		{"port 0", `"port":0`, "/spec/port", "spec.port"},
+		{"service port 0", `"service":{"port":0}`, "/spec/service/port", "spec.service.port"},
+		{"service type empty", `"service":{"type":""}`, "/spec/service/type", "spec.service.type"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := webApp(validSpec + "," + tc.spec)
+			for _, op := range []admissionv1.Operation{admissionv1.Create, admissionv1.Update} {
+				resp := review(t, srv, DefaulterPath, webAppRequest(op, obj))
+				var ops []Operation
+				if err := json.Unmarshal(resp.Patch, &ops); len(resp.Patch) > 0 && err != nil {
+					t.Fatalf("%s: patch %s: %v", op, resp.Patch, err)
+				}
+				for _, o := range ops {
+					if o.Path == tc.path {
+						t.Errorf("%s: the Defaulter replaces the explicit %s: %s", op, tc.path, resp.Patch)
+					}
+				}
+				resp = review(t, srv, ValidatorPath, webAppRequest(op, obj))
+				if resp.Allowed || resp.Result == nil || !strings.Contains(resp.Result.Message, tc.field+":") {
+					t.Errorf("%s of %s: allowed %v, result %v; want a denial naming %s", op, tc.spec, resp.Allowed, resp.Result, tc.field)
+				}
+			}
+		})
+	}
+	// Left out, the same fields are defaulted and allowed.
+	obj := webApp(validSpec + `,"service":{}`)
+	resp := review(t, srv, DefaulterPath, webAppRequest(admissionv1.Create, obj))
+	for _, p := range []string{`"path":"/spec/port"`, `"path":"/spec/service/port"`, `"path":"/spec/service/type"`} {
+		if !bytes.Contains(resp.Patch, []byte(p)) {
+			t.Errorf("the Defaulter's patch %s lacks %s", resp.Patch, p)
+		}
+	}
+	if resp := review(t, srv, ValidatorPath, webAppRequest(admissionv1.Create, obj)); !resp.Allowed {
+		t.Errorf("a WebApp leaving port and service out was denied: %v", resp.Result)
+	}
+}
+
+// TestV1alpha1ContainerPortZeroIsRefused: a v1alpha1 WebApp reaches the
+// webhooks converted to v1 (matchPolicy Equivalent). An explicit
+// containerPort 0 must arrive as an explicit port 0 and be refused, not be
+// defaulted on the way.
+func TestV1alpha1ContainerPortZeroIsRefused(t *testing.T) {
+	srv := newTestServer(t)
+	s, err := scheme.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	alpha := `{"apiVersion":"handroll.dev/v1alpha1","kind":"WebApp","metadata":{"name":"shop","namespace":"default"},` +
+		`"spec":{"image":"example.com/shop:v1","size":2,"containerPort":0,"resources":{"requests":{"cpu":"100m"}}}}`
+	codecs := scheme.Codecs(s)
+	obj, _, err := codecs.UniversalDeserializer().Decode([]byte(alpha), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the API server does before calling a webhook for v1: default
+	// (the schema's defaults, which the Go defaulter mirrors), then convert.
+	s.Default(obj)
+	v1 := &handrollv1.WebApp{}
+	if err := s.Convert(obj, v1, nil); err != nil {
+		t.Fatal(err)
+	}
+	v1.APIVersion, v1.Kind = handrollv1.SchemeGroupVersion.String(), handrollv1.WebAppKind
+	raw, err := json.Marshal(v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := review(t, srv, ValidatorPath, webAppRequest(admissionv1.Create, string(raw)))
+	if resp.Allowed || resp.Result == nil || !strings.Contains(resp.Result.Message, "spec.port:") {
+		t.Errorf("containerPort 0 through v1alpha1 (%s as v1): allowed %v, result %v; want a denial naming spec.port", raw, resp.Allowed, resp.Result)
+	}
+}

@@ -34,8 +34,8 @@ func TestDefaultsMatchTheGoDefaulter(t *testing.T) {
 			want: handrollv1.WebAppSpec{
 				Image:    "nginx",
 				Replicas: ptr.To[int32](1),
-				Port:     8080,
-				Service:  &handrollv1.WebAppService{Type: handrollv1.ServiceTypeClusterIP, Port: 80},
+				Port:     ptr.To[int32](8080),
+				Service:  &handrollv1.WebAppService{Type: ptr.To(handrollv1.ServiceTypeClusterIP), Port: ptr.To[int32](80)},
 			},
 		},
 		{
@@ -47,32 +47,32 @@ func TestDefaultsMatchTheGoDefaulter(t *testing.T) {
 			want: handrollv1.WebAppSpec{
 				Image:    "nginx",
 				Replicas: ptr.To[int32](0),
-				Port:     8080,
-				Service:  &handrollv1.WebAppService{Type: handrollv1.ServiceTypeClusterIP, Port: 80},
+				Port:     ptr.To[int32](8080),
+				Service:  &handrollv1.WebAppService{Type: ptr.To(handrollv1.ServiceTypeClusterIP), Port: ptr.To[int32](80)},
 			},
 		},
 		{
 			// A partly given service gets the defaults of its other fields.
 			name:   "service type only",
 			object: "service-type-only",
-			spec:   handrollv1.WebAppSpec{Image: "nginx", Service: &handrollv1.WebAppService{Type: handrollv1.ServiceTypeNodePort}},
+			spec:   handrollv1.WebAppSpec{Image: "nginx", Service: &handrollv1.WebAppService{Type: ptr.To(handrollv1.ServiceTypeNodePort)}},
 			want: handrollv1.WebAppSpec{
 				Image:    "nginx",
 				Replicas: ptr.To[int32](1),
-				Port:     8080,
-				Service:  &handrollv1.WebAppService{Type: handrollv1.ServiceTypeNodePort, Port: 80},
+				Port:     ptr.To[int32](8080),
+				Service:  &handrollv1.WebAppService{Type: ptr.To(handrollv1.ServiceTypeNodePort), Port: ptr.To[int32](80)},
 			},
 		},
 		{
 			name:   "explicit values are kept",
 			object: "explicit-values",
 			spec: handrollv1.WebAppSpec{
-				Image: "nginx", Replicas: ptr.To[int32](3), Port: 9090,
-				Service: &handrollv1.WebAppService{Type: handrollv1.ServiceTypeNodePort, Port: 443, NodePort: 30443},
+				Image: "nginx", Replicas: ptr.To[int32](3), Port: ptr.To[int32](9090),
+				Service: &handrollv1.WebAppService{Type: ptr.To(handrollv1.ServiceTypeNodePort), Port: ptr.To[int32](443), NodePort: 30443},
 			},
 			want: handrollv1.WebAppSpec{
-				Image: "nginx", Replicas: ptr.To[int32](3), Port: 9090,
-				Service: &handrollv1.WebAppService{Type: handrollv1.ServiceTypeNodePort, Port: 443, NodePort: 30443},
+				Image: "nginx", Replicas: ptr.To[int32](3), Port: ptr.To[int32](9090),
+				Service: &handrollv1.WebAppService{Type: ptr.To(handrollv1.ServiceTypeNodePort), Port: ptr.To[int32](443), NodePort: 30443},
 			},
 		},
 	}
@@ -126,16 +126,16 @@ func TestValuesAtTheLimitsAreAccepted(t *testing.T) {
 		{"config key of 253 characters", "long-key", func(w *handrollv1.WebApp) {
 			w.Spec.Config = map[string]string{strings.Repeat("k", 250) + "._-": "x"}
 		}},
-		{"port 1", "min-port", func(w *handrollv1.WebApp) { w.Spec.Port = 1 }},
-		{"port 65535", "max-port", func(w *handrollv1.WebApp) { w.Spec.Port = 65535 }},
+		{"port 1", "min-port", func(w *handrollv1.WebApp) { w.Spec.Port = ptr.To[int32](1) }},
+		{"port 65535", "max-port", func(w *handrollv1.WebApp) { w.Spec.Port = ptr.To[int32](65535) }},
 		{"service port 65535", "max-service-port", func(w *handrollv1.WebApp) {
-			w.Spec.Service = &handrollv1.WebAppService{Port: 65535}
+			w.Spec.Service = &handrollv1.WebAppService{Port: ptr.To[int32](65535)}
 		}},
 		{"nodePort 30000 with NodePort", "min-node-port", func(w *handrollv1.WebApp) {
-			w.Spec.Service = &handrollv1.WebAppService{Type: handrollv1.ServiceTypeNodePort, NodePort: 30000}
+			w.Spec.Service = &handrollv1.WebAppService{Type: ptr.To(handrollv1.ServiceTypeNodePort), NodePort: 30000}
 		}},
 		{"nodePort 32767 with NodePort", "max-node-port", func(w *handrollv1.WebApp) {
-			w.Spec.Service = &handrollv1.WebAppService{Type: handrollv1.ServiceTypeNodePort, NodePort: 32767}
+			w.Spec.Service = &handrollv1.WebAppService{Type: ptr.To(handrollv1.ServiceTypeNodePort), NodePort: 32767}
 		}},
 		{"image of 4096 characters", "max-image", func(w *handrollv1.WebApp) { w.Spec.Image = strings.Repeat("a", 4096) }},
 		{"requests equal to limits", "equal-resources", func(w *handrollv1.WebApp) {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
+	handrollv1alpha1 "github.com/handroll/handroll/pkg/apis/handroll/v1alpha1"
 )
 
 // newWebApp is the smallest valid WebApp: a name and an image. Defaults are
@@ -68,6 +69,8 @@ func TestInvalidWebAppsAreRejected(t *testing.T) {
 		// field, a wrong type, a zero that omitempty would drop).
 		mutate func(*handrollv1.WebApp)
 		spec   string
+		// alpha sends spec as handroll.dev/v1alpha1.
+		alpha bool
 		// field is the path the server must report; detail a fragment of
 		// that error's message.
 		field  string
@@ -96,21 +99,29 @@ func TestInvalidWebAppsAreRejected(t *testing.T) {
 			field: "spec.replicas", detail: "must be of type integer"},
 		{name: "port 0", object: "port-zero", spec: `{"image": "nginx", "port": 0}`,
 			field: "spec.port", detail: "greater than or equal to 1"},
-		{name: "port 65536", object: "port-too-high", mutate: func(w *handrollv1.WebApp) { w.Spec.Port = 65536 },
+		// An explicit invalid value is refused, not replaced by the default
+		// that a field left out gets.
+		{name: "service port 0", object: "service-port-zero", spec: `{"image": "nginx", "service": {"port": 0}}`,
+			field: "spec.service.port", detail: "greater than or equal to 1"},
+		{name: "service type empty", object: "service-type-empty", spec: `{"image": "nginx", "service": {"type": ""}}`,
+			field: "spec.service.type", detail: `Unsupported value: ""`},
+		{name: "v1alpha1 containerPort 0", object: "container-port-zero", alpha: true, spec: `{"image": "nginx", "containerPort": 0}`,
+			field: "spec.containerPort", detail: "greater than or equal to 1"},
+		{name: "port 65536", object: "port-too-high", mutate: func(w *handrollv1.WebApp) { w.Spec.Port = ptr.To[int32](65536) },
 			field: "spec.port", detail: "less than or equal to 65535"},
 		{name: "service port 65536", object: "service-port-too-high", mutate: func(w *handrollv1.WebApp) {
-			w.Spec.Service = &handrollv1.WebAppService{Port: 65536}
+			w.Spec.Service = &handrollv1.WebAppService{Port: ptr.To[int32](65536)}
 		}, field: "spec.service.port", detail: "less than or equal to 65535"},
 
 		// Schema: enum and node port range.
 		{name: "service type LoadBalancer", object: "load-balancer", mutate: func(w *handrollv1.WebApp) {
-			w.Spec.Service = &handrollv1.WebAppService{Type: "LoadBalancer"}
+			w.Spec.Service = &handrollv1.WebAppService{Type: ptr.To[handrollv1.ServiceType]("LoadBalancer")}
 		}, field: "spec.service.type", detail: `Unsupported value: "LoadBalancer"`},
 		{name: "nodePort below the range", object: "node-port-low", mutate: func(w *handrollv1.WebApp) {
-			w.Spec.Service = &handrollv1.WebAppService{Type: handrollv1.ServiceTypeNodePort, NodePort: 29999}
+			w.Spec.Service = &handrollv1.WebAppService{Type: ptr.To(handrollv1.ServiceTypeNodePort), NodePort: 29999}
 		}, field: "spec.service.nodePort", detail: "greater than or equal to 30000"},
 		{name: "nodePort above the range", object: "node-port-high", mutate: func(w *handrollv1.WebApp) {
-			w.Spec.Service = &handrollv1.WebAppService{Type: handrollv1.ServiceTypeNodePort, NodePort: 32768}
+			w.Spec.Service = &handrollv1.WebAppService{Type: ptr.To(handrollv1.ServiceTypeNodePort), NodePort: 32768}
 		}, field: "spec.service.nodePort", detail: "less than or equal to 32767"},
 
 		// Schema: list and map sizes, list-map keys.
@@ -153,7 +164,7 @@ func TestInvalidWebAppsAreRejected(t *testing.T) {
 		// CEL: nodePort only with NodePort, also when type is left to its
 		// default (the rule sees the defaulted object).
 		{name: "nodePort with ClusterIP", object: "cluster-ip-node-port", mutate: func(w *handrollv1.WebApp) {
-			w.Spec.Service = &handrollv1.WebAppService{Type: handrollv1.ServiceTypeClusterIP, NodePort: 30080}
+			w.Spec.Service = &handrollv1.WebAppService{Type: ptr.To(handrollv1.ServiceTypeClusterIP), NodePort: 30080}
 		}, field: "spec.service.nodePort", detail: "nodePort may only be set when type is NodePort"},
 		{name: "nodePort with defaulted type", object: "default-type-node-port", mutate: func(w *handrollv1.WebApp) {
 			w.Spec.Service = &handrollv1.WebAppService{NodePort: 30080}
@@ -181,11 +192,15 @@ func TestInvalidWebAppsAreRejected(t *testing.T) {
 			ctx := testContext(t)
 			var err error
 			if tc.spec != "" {
-				obj, uerr := unstructuredWebApp(tc.object, tc.spec)
+				gv := handrollv1.SchemeGroupVersion
+				if tc.alpha {
+					gv = handrollv1alpha1.SchemeGroupVersion
+				}
+				obj, uerr := unstructuredWebApp(gv.String(), tc.object, tc.spec)
 				if uerr != nil {
 					t.Fatalf("bad test case: %v", uerr)
 				}
-				_, err = dyn.Resource(handrollv1.SchemeGroupVersion.WithResource(handrollv1.WebAppResource)).
+				_, err = dyn.Resource(gv.WithResource(handrollv1.WebAppResource)).
 					Namespace(ns).Create(ctx, obj, metav1.CreateOptions{})
 			} else {
 				w := newWebApp(tc.object)
@@ -203,10 +218,10 @@ func TestInvalidWebAppsAreRejected(t *testing.T) {
 	}
 }
 
-// unstructuredWebApp builds a WebApp from a raw JSON spec.
-func unstructuredWebApp(name, spec string) (*unstructured.Unstructured, error) {
+// unstructuredWebApp builds a WebApp of apiVersion from a raw JSON spec.
+func unstructuredWebApp(apiVersion, name, spec string) (*unstructured.Unstructured, error) {
 	doc := fmt.Sprintf(`{"apiVersion": %q, "kind": %q, "metadata": {"name": %q}, "spec": %s}`,
-		handrollv1.SchemeGroupVersion.String(), handrollv1.WebAppKind, name, spec)
+		apiVersion, handrollv1.WebAppKind, name, spec)
 	obj := map[string]any{}
 	if err := json.Unmarshal([]byte(doc), &obj); err != nil {
 		return nil, err

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/handroll/handroll/pkg/admission"
+	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	"github.com/handroll/handroll/test/controlplane"
 )
 
@@ -355,6 +356,7 @@ type webhook struct {
 	FailurePolicy           *admissionregistrationv1.FailurePolicyType   `json:"failurePolicy"`
 	AdmissionReviewVersions []string                                     `json:"admissionReviewVersions"`
 	TimeoutSeconds          *int32                                       `json:"timeoutSeconds"`
+	MatchConditions         []admissionregistrationv1.MatchCondition     `json:"matchConditions"`
 }
 
 func checkWebhook(t *testing.T, what string, w webhook, service, path string) {
@@ -390,5 +392,24 @@ func checkWebhook(t *testing.T, what string, w webhook, service, path string) {
 	}
 	if w.TimeoutSeconds == nil || *w.TimeoutSeconds < 1 || *w.TimeoutSeconds > 30 {
 		t.Errorf("%s: timeoutSeconds must be set, 1 to 30", what)
+	}
+	// Failing closed must not reach what the webhooks have no say in: the
+	// matchConditions leave out updates that keep the spec and updates of
+	// a WebApp being deleted (test/webapp shows an admin cleaning up with
+	// no replica answering). The validating webhook also decides on the
+	// annotation reserved for conversion.
+	var exprs []string
+	for _, c := range w.MatchConditions {
+		exprs = append(exprs, c.Expression)
+	}
+	all := strings.Join(exprs, "\n")
+	want := []string{"request.operation == 'CREATE'", "object.spec != oldObject.spec", "has(object.metadata.deletionTimestamp)"}
+	if path == admission.ValidatorPath {
+		want = append(want, "'"+handrollv1.V1SpecAnnotation+"'")
+	}
+	for _, part := range want {
+		if !strings.Contains(all, part) {
+			t.Errorf("%s: matchConditions %q lack %s", what, exprs, part)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,7 +14,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 
 	"github.com/handroll/handroll/pkg/admission"
@@ -156,7 +161,9 @@ func TestValuesAtTheirLimits(t *testing.T) {
 // TestWebhookRejections: what neither the schema nor CEL can check, the
 // validating webhook refuses through the API server, naming the field. With
 // test/integration's schema and CEL cases, these make the full list of
-// invalid WebApps.
+// invalid WebApps. Then explicit invalid values the schema refuses (port 0,
+// an empty service type): the mutating webhook must not turn them into
+// defaults first.
 func TestWebhookRejections(t *testing.T) {
 	ns := env.Namespace(t)
 	configuration := "handroll-" + ns
@@ -208,6 +215,45 @@ func TestWebhookRejections(t *testing.T) {
 				return true, nil
 			})
 			if !strings.Contains(err.Error(), tc.field) {
+				t.Errorf("rejected without naming %s: %v", tc.field, err)
+			}
+		})
+	}
+
+	// Explicit invalid values that the Go types, with omitempty, cannot
+	// send: the mutating webhook must leave them for the schema to refuse,
+	// not replace them with the default a left-out field gets.
+	rawCases := []struct {
+		name, apiVersion, spec, field string
+	}{
+		{"port 0", "handroll.dev/v1", `{"image":"nginx:1.27","port":0}`, "spec.port"},
+		{"service port 0", "handroll.dev/v1", `{"image":"nginx:1.27","service":{"port":0}}`, "spec.service.port"},
+		{"service type empty", "handroll.dev/v1", `{"image":"nginx:1.27","service":{"type":""}}`, "spec.service.type"},
+		{"v1alpha1 containerPort 0", "handroll.dev/v1alpha1", `{"image":"nginx:1.27","containerPort":0}`, "spec.containerPort"},
+	}
+	dyn := dynamic.NewForConfigOrDie(env.Config)
+	for i, tc := range rawCases {
+		t.Run(tc.name, func(t *testing.T) {
+			var obj unstructured.Unstructured
+			doc := fmt.Sprintf(`{"apiVersion":%q,"kind":"WebApp","metadata":{"name":"raw-%d"},"spec":%s}`, tc.apiVersion, i, tc.spec)
+			if err := json.Unmarshal([]byte(doc), &obj.Object); err != nil {
+				t.Fatal(err)
+			}
+			gv, err := schema.ParseGroupVersion(tc.apiVersion)
+			if err != nil {
+				t.Fatal(err)
+			}
+			webapps := dyn.Resource(gv.WithResource(handrollv1.WebAppResource)).Namespace(ns)
+			// The webhook configurations are in place (the cases above
+			// were refused by them), so an accepted object is the defect,
+			// not a race.
+			created, err := webapps.Create(context.Background(), &obj, metav1.CreateOptions{})
+			if err == nil {
+				spec, _, _ := unstructured.NestedMap(created.Object, "spec")
+				_ = webapps.Delete(context.Background(), created.GetName(), metav1.DeleteOptions{})
+				t.Fatalf("%s was accepted, stored as %v; want a refusal naming %s", tc.spec, spec, tc.field)
+			}
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.field) {
 				t.Errorf("rejected without naming %s: %v", tc.field, err)
 			}
 		})

@@ -491,7 +491,7 @@ func TestRefusedChildIsReported(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 			Spec: handrollv1.WebAppSpec{
 				Image:   "nginx:1.27",
-				Service: &handrollv1.WebAppService{Type: handrollv1.ServiceTypeNodePort, NodePort: 30123},
+				Service: &handrollv1.WebAppService{Type: ptr.To(handrollv1.ServiceTypeNodePort), NodePort: 30123},
 			},
 		})
 		if name == "first" {

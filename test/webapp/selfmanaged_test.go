@@ -27,12 +27,10 @@ import (
 	"github.com/handroll/handroll/test/operator"
 )
 
-// installWebhookConfigurations creates the webhook configurations of
-// manifests/webhook under the given name, limited to namespace ns so that
-// other tests sharing the control plane are not affected, and deletes them
-// when t ends. They point at the in-cluster Service, as in the manifests;
-// the operator redirects them to --webhook-url.
-func installWebhookConfigurations(t *testing.T, name, ns string) {
+// manifestWebhookConfigurations reads the mutating and the validating
+// webhook configuration of manifests/webhook, so that every test admits
+// WebApps with the rules and matchConditions a cluster gets.
+func manifestWebhookConfigurations(t *testing.T) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration) {
 	t.Helper()
 	root, err := controlplane.RepoRoot()
 	if err != nil {
@@ -43,11 +41,9 @@ func installWebhookConfigurations(t *testing.T, name, ns string) {
 		t.Fatal(err)
 	}
 	decoder := scheme.Codecs(s).UniversalDeserializer()
-	selector := &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}
-	ar := kubeClient(t).AdmissionregistrationV1()
-	ctx := context.Background()
+	var mutating *admissionregistrationv1.MutatingWebhookConfiguration
+	var validating *admissionregistrationv1.ValidatingWebhookConfiguration
 	files, _ := filepath.Glob(filepath.Join(root, "manifests", "webhook", "*.yaml"))
-	found := 0
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
@@ -76,35 +72,56 @@ func installWebhookConfigurations(t *testing.T, name, ns string) {
 			}
 			switch o := obj.(type) {
 			case *admissionregistrationv1.MutatingWebhookConfiguration:
-				o.Name = name
-				for i := range o.Webhooks {
-					o.Webhooks[i].NamespaceSelector = selector
+				if mutating != nil {
+					t.Fatalf("manifests/webhook has more than one MutatingWebhookConfiguration")
 				}
-				if _, err := ar.MutatingWebhookConfigurations().Create(ctx, o, metav1.CreateOptions{}); err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() {
-					_ = ar.MutatingWebhookConfigurations().Delete(context.Background(), name, metav1.DeleteOptions{})
-				})
-				found++
+				mutating = o
 			case *admissionregistrationv1.ValidatingWebhookConfiguration:
-				o.Name = name
-				for i := range o.Webhooks {
-					o.Webhooks[i].NamespaceSelector = selector
+				if validating != nil {
+					t.Fatalf("manifests/webhook has more than one ValidatingWebhookConfiguration")
 				}
-				if _, err := ar.ValidatingWebhookConfigurations().Create(ctx, o, metav1.CreateOptions{}); err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() {
-					_ = ar.ValidatingWebhookConfigurations().Delete(context.Background(), name, metav1.DeleteOptions{})
-				})
-				found++
+				validating = o
 			}
 		}
 	}
-	if found != 2 {
-		t.Fatalf("found %d webhook configurations in manifests/webhook, want a mutating and a validating one", found)
+	if mutating == nil || validating == nil || len(mutating.Webhooks) != 1 || len(validating.Webhooks) != 1 {
+		t.Fatalf("manifests/webhook must hold a mutating and a validating webhook configuration of one webhook each")
 	}
+	return mutating, validating
+}
+
+// installWebhookConfigurations creates the webhook configurations of
+// manifests/webhook under the given name, limited to namespace ns so that
+// other tests sharing the control plane are not affected, and deletes them
+// when t ends. They point at the in-cluster Service, as in the manifests;
+// the operator redirects them to --webhook-url.
+func installWebhookConfigurations(t *testing.T, name, ns string) {
+	t.Helper()
+	mutating, validating := manifestWebhookConfigurations(t)
+	selector := &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}
+	ar := kubeClient(t).AdmissionregistrationV1()
+	ctx := context.Background()
+
+	mutating.Name = name
+	for i := range mutating.Webhooks {
+		mutating.Webhooks[i].NamespaceSelector = selector
+	}
+	if _, err := ar.MutatingWebhookConfigurations().Create(ctx, mutating, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = ar.MutatingWebhookConfigurations().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	validating.Name = name
+	for i := range validating.Webhooks {
+		validating.Webhooks[i].NamespaceSelector = selector
+	}
+	if _, err := ar.ValidatingWebhookConfigurations().Create(ctx, validating, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = ar.ValidatingWebhookConfigurations().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
 }
 
 // webhookArgs are the flags of an operator outside the cluster whose
@@ -232,7 +249,7 @@ func TestSelfManagedWebhooksAndConversion(t *testing.T) {
 	old := &handrollv1alpha1.WebApp{
 		ObjectMeta: metav1.ObjectMeta{Name: "old", Namespace: ns},
 		Spec: handrollv1alpha1.WebAppSpec{
-			Image: "nginx:1.27", Size: ptr.To[int32](3), ContainerPort: 9090,
+			Image: "nginx:1.27", Size: ptr.To[int32](3), ContainerPort: ptr.To[int32](9090),
 			ConfigData: map[string]string{"greeting": "hello"},
 		},
 	}
@@ -243,7 +260,7 @@ func TestSelfManagedWebhooksAndConversion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ptr.Deref(got.Spec.Replicas, -1) != 3 || got.Spec.Port != 9090 || got.Spec.Config["greeting"] != "hello" {
+	if ptr.Deref(got.Spec.Replicas, -1) != 3 || ptr.Deref(got.Spec.Port, 0) != 9090 || got.Spec.Config["greeting"] != "hello" {
 		t.Errorf("the v1alpha1 WebApp read as v1: %s", asJSON(got.Spec))
 	}
 	if got.Spec.Service == nil {
@@ -257,7 +274,7 @@ func TestSelfManagedWebhooksAndConversion(t *testing.T) {
 		Spec: handrollv1.WebAppSpec{
 			Image: "nginx:1.27", Replicas: ptr.To[int32](1),
 			ConfigMapRef: &handrollv1.ConfigMapReference{Name: "settings"},
-			Service:      &handrollv1.WebAppService{Type: handrollv1.ServiceTypeNodePort, Port: 8000, NodePort: 30080},
+			Service:      &handrollv1.WebAppService{Type: ptr.To(handrollv1.ServiceTypeNodePort), Port: ptr.To[int32](8000), NodePort: 30080},
 		},
 	})
 	// The operator may write too: retry on conflict, as any client doing a
@@ -285,7 +302,7 @@ func TestSelfManagedWebhooksAndConversion(t *testing.T) {
 		t.Errorf("the v1alpha1 update of size did not reach v1 replicas: %s", asJSON(back.Spec))
 	}
 	if back.Spec.ConfigMapRef == nil || back.Spec.ConfigMapRef.Name != "settings" ||
-		back.Spec.Service == nil || back.Spec.Service.Type != handrollv1.ServiceTypeNodePort || back.Spec.Service.NodePort != 30080 {
+		back.Spec.Service == nil || ptr.Deref(back.Spec.Service.Type, "") != handrollv1.ServiceTypeNodePort || back.Spec.Service.NodePort != 30080 {
 		t.Errorf("v1-only fields were lost by a write through v1alpha1: %s", asJSON(back.Spec))
 	}
 	for k := range back.Annotations {

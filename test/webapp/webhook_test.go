@@ -61,12 +61,15 @@ func TestAPIServerCallsTheWebhooks(t *testing.T) {
 	ctx := context.Background()
 	name := "handroll-" + ns
 	ar := kubeClient(t).AdmissionregistrationV1()
+	// Which requests reach the webhooks is the manifests' choice.
+	mutating, validating := manifestWebhookConfigurations(t)
 	if _, err := ar.MutatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Webhooks: []admissionregistrationv1.MutatingWebhook{{
 			Name: "default.webapps.handroll.dev", ClientConfig: client("/mutate-handroll-dev-v1-webapp"), Rules: rules,
 			NamespaceSelector: selector, SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone),
 			AdmissionReviewVersions: []string{"v1"}, FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConditions: mutating.Webhooks[0].MatchConditions,
 		}},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -80,6 +83,7 @@ func TestAPIServerCallsTheWebhooks(t *testing.T) {
 			Name: "validate.webapps.handroll.dev", ClientConfig: client("/validate-handroll-dev-v1-webapp"), Rules: rules,
 			NamespaceSelector: selector, SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone),
 			AdmissionReviewVersions: []string{"v1"}, FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConditions: validating.Webhooks[0].MatchConditions,
 		}},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	"k8s.io/utils/ptr"
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 )
@@ -121,16 +122,16 @@ func DesiredService(w *handrollv1.WebApp) *corev1ac.ServiceApplyConfiguration {
 	port := corev1ac.ServicePort().
 		WithName("http").
 		WithProtocol(corev1.ProtocolTCP).
-		WithPort(svc.Port).
+		WithPort(*svc.Port).
 		WithTargetPort(intstr.FromString("http"))
-	if svc.Type == handrollv1.ServiceTypeNodePort && svc.NodePort != 0 {
+	if *svc.Type == handrollv1.ServiceTypeNodePort && svc.NodePort != 0 {
 		port.WithNodePort(svc.NodePort)
 	}
 	s := corev1ac.Service(w.Name, w.Namespace).
 		WithLabels(Labels(w)).
 		WithOwnerReferences(ownerReference(w)).
 		WithSpec(corev1ac.ServiceSpec().
-			WithType(corev1.ServiceType(svc.Type)).
+			WithType(corev1.ServiceType(*svc.Type)).
 			WithSelector(Selector(w)).
 			WithPorts(port))
 	return withAppliedHash(s)
@@ -144,10 +145,7 @@ func DesiredDeployment(w *handrollv1.WebApp, ref *corev1.ConfigMap) *appsv1ac.De
 	if w.Spec.Replicas != nil {
 		replicas = *w.Spec.Replicas
 	}
-	port := w.Spec.Port
-	if port == 0 {
-		port = handrollv1.DefaultPort
-	}
+	port := ptr.Deref(w.Spec.Port, handrollv1.DefaultPort)
 
 	container := corev1ac.Container().
 		WithName(containerName).
@@ -204,10 +202,7 @@ func env(w *handrollv1.WebApp) []*corev1ac.EnvVarApplyConfiguration {
 		}
 		out = append(out, ev)
 	}
-	port := w.Spec.Port
-	if port == 0 {
-		port = handrollv1.DefaultPort
-	}
+	port := ptr.Deref(w.Spec.Port, handrollv1.DefaultPort)
 	out = append(out,
 		corev1ac.EnvVar().WithName(handrollv1.ReservedEnvPrefix+"WEBAPP").WithValue(w.Name),
 		corev1ac.EnvVar().WithName(handrollv1.ReservedEnvPrefix+"PORT").WithValue(fmt.Sprint(port)),
@@ -242,7 +237,7 @@ func effectiveService(w *handrollv1.WebApp) handrollv1.WebAppService {
 
 // URL is the in-cluster address of a WebApp's Service.
 func URL(w *handrollv1.WebApp) string {
-	return fmt.Sprintf("http://%s.%s.svc:%d", w.Name, w.Namespace, effectiveService(w).Port)
+	return fmt.Sprintf("http://%s.%s.svc:%d", w.Name, w.Namespace, *effectiveService(w).Port)
 }
 
 // annotated is an apply configuration whose annotations can be set.

@@ -170,7 +170,7 @@ func TestDesiredServiceAndConfigMap(t *testing.T) {
 		t.Errorf("selector %v", s.Spec.Selector)
 	}
 
-	w.Spec.Service = &handrollv1.WebAppService{Type: handrollv1.ServiceTypeNodePort, Port: 8000, NodePort: 30080}
+	w.Spec.Service = &handrollv1.WebAppService{Type: ptr.To(handrollv1.ServiceTypeNodePort), Port: ptr.To[int32](8000), NodePort: 30080}
 	s = roundTrip[corev1.Service](t, DesiredService(w))
 	if s.Spec.Type != corev1.ServiceTypeNodePort || s.Spec.Ports[0].NodePort != 30080 || s.Spec.Ports[0].Port != 8000 {
 		t.Errorf("NodePort service spec %+v", s.Spec)

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/randfill"
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
@@ -87,7 +88,10 @@ func plausibleWebApp(data []byte) *handrollv1.WebApp {
 		r := abs(*w.Spec.Replicas) % (handrollv1.MaxReplicas + 1)
 		w.Spec.Replicas = &r
 	}
-	w.Spec.Port = 1 + abs(w.Spec.Port)%65535
+	if w.Spec.Port != nil {
+		p := 1 + abs(*w.Spec.Port)%65535
+		w.Spec.Port = &p
+	}
 	for i := range w.Spec.Env {
 		w.Spec.Env[i] = corev1.EnvVar{Name: fmt.Sprintf("VAR_%d", i), Value: w.Spec.Env[i].Value}
 	}
@@ -107,11 +111,14 @@ func plausibleWebApp(data []byte) *handrollv1.WebApp {
 		w.Spec.ConfigMapRef.Name = fmt.Sprintf("settings-%d", pick)
 	}
 	if s := w.Spec.Service; s != nil {
-		s.Port = 1 + abs(s.Port)%65535
+		if s.Port != nil {
+			p := 1 + abs(*s.Port)%65535
+			s.Port = &p
+		}
 		if pick%2 == 0 {
-			s.Type, s.NodePort = handrollv1.ServiceTypeClusterIP, 0
+			s.Type, s.NodePort = ptr.To(handrollv1.ServiceTypeClusterIP), 0
 		} else {
-			s.Type = handrollv1.ServiceTypeNodePort
+			s.Type = ptr.To(handrollv1.ServiceTypeNodePort)
 			if s.NodePort != 0 {
 				s.NodePort = 30000 + abs(s.NodePort)%2768
 			}

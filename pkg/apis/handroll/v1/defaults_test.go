@@ -21,8 +21,8 @@ func TestDefaults(t *testing.T) {
 		want: handrollv1.WebAppSpec{
 			Image:    "nginx",
 			Replicas: ptr.To[int32](1),
-			Port:     8080,
-			Service:  &handrollv1.WebAppService{Type: handrollv1.ServiceTypeClusterIP, Port: 80},
+			Port:     ptr.To[int32](8080),
+			Service:  &handrollv1.WebAppService{Type: ptr.To(handrollv1.ServiceTypeClusterIP), Port: ptr.To[int32](80)},
 		},
 	}, {
 		name: "zero replicas is kept: it is a valid request to scale to zero",
@@ -30,22 +30,38 @@ func TestDefaults(t *testing.T) {
 		want: handrollv1.WebAppSpec{
 			Image:    "nginx",
 			Replicas: ptr.To[int32](0),
-			Port:     8080,
-			Service:  &handrollv1.WebAppService{Type: handrollv1.ServiceTypeClusterIP, Port: 80},
+			Port:     ptr.To[int32](8080),
+			Service:  &handrollv1.WebAppService{Type: ptr.To(handrollv1.ServiceTypeClusterIP), Port: ptr.To[int32](80)},
 		},
 	}, {
 		name: "values that are set are kept, missing service fields are filled",
 		in: handrollv1.WebAppSpec{
 			Image:    "nginx",
 			Replicas: ptr.To[int32](3),
-			Port:     9090,
-			Service:  &handrollv1.WebAppService{Type: handrollv1.ServiceTypeNodePort},
+			Port:     ptr.To[int32](9090),
+			Service:  &handrollv1.WebAppService{Type: ptr.To(handrollv1.ServiceTypeNodePort)},
 		},
 		want: handrollv1.WebAppSpec{
 			Image:    "nginx",
 			Replicas: ptr.To[int32](3),
-			Port:     9090,
-			Service:  &handrollv1.WebAppService{Type: handrollv1.ServiceTypeNodePort, Port: 80},
+			Port:     ptr.To[int32](9090),
+			Service:  &handrollv1.WebAppService{Type: ptr.To(handrollv1.ServiceTypeNodePort), Port: ptr.To[int32](80)},
+		},
+	}, {
+		// A default is for a field left out. Given, even as a zero that
+		// validation refuses, a value is kept, so that it is refused rather
+		// than silently replaced.
+		name: "explicit zero ports and empty service type are kept",
+		in: handrollv1.WebAppSpec{
+			Image:   "nginx",
+			Port:    ptr.To[int32](0),
+			Service: &handrollv1.WebAppService{Type: ptr.To[handrollv1.ServiceType](""), Port: ptr.To[int32](0)},
+		},
+		want: handrollv1.WebAppSpec{
+			Image:    "nginx",
+			Replicas: ptr.To[int32](1),
+			Port:     ptr.To[int32](0),
+			Service:  &handrollv1.WebAppService{Type: ptr.To[handrollv1.ServiceType](""), Port: ptr.To[int32](0)},
 		},
 	}}
 	s, err := scheme.New()

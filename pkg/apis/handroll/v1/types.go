@@ -90,12 +90,13 @@ type WebAppSpec struct {
 	Replicas *int32 `json:"replicas,omitempty"`
 
 	// Port is the container port the application listens on; the Service
-	// targets it.
+	// targets it. Left out, 8080; a port given (0 included) is checked as
+	// given, never replaced by the default.
 	// +optional
 	// +kubebuilder:default=8080
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65535
-	Port int32 `json:"port,omitempty"`
+	Port *int32 `json:"port,omitempty"`
 
 	// Env is the environment of the application container. Names are unique.
 	// +optional
@@ -152,17 +153,19 @@ const (
 // WebAppService shapes the Service in front of the pods.
 // +kubebuilder:validation:XValidation:rule="self.type == 'NodePort' || !has(self.nodePort)",message="nodePort may only be set when type is NodePort",fieldPath=".nodePort"
 type WebAppService struct {
-	// Type is ClusterIP or NodePort.
+	// Type is ClusterIP or NodePort; left out, ClusterIP. An empty type
+	// given is refused.
 	// +optional
 	// +kubebuilder:default=ClusterIP
-	Type ServiceType `json:"type,omitempty"`
+	Type *ServiceType `json:"type,omitempty"`
 
-	// Port is the port the Service listens on.
+	// Port is the port the Service listens on; left out, 80.
+	// A port given (0 included) is checked as given.
 	// +optional
 	// +kubebuilder:default=80
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65535
-	Port int32 `json:"port,omitempty"`
+	Port *int32 `json:"port,omitempty"`
 
 	// NodePort is the port on every node when Type is NodePort; empty lets
 	// the cluster choose one.

@@ -71,7 +71,9 @@ func ValidateWebAppSpec(spec *WebAppSpec, name string, p *field.Path) field.Erro
 		errs = append(errs, field.Invalid(p.Child("replicas"), *spec.Replicas,
 			fmt.Sprintf("must be between %d and %d", MinReplicas, MaxReplicas)))
 	}
-	errs = append(errs, validatePort(spec.Port, p.Child("port"))...)
+	if spec.Port != nil {
+		errs = append(errs, validatePort(*spec.Port, p.Child("port"))...)
+	}
 	errs = append(errs, validateEnv(spec.Env, p.Child("env"))...)
 	errs = append(errs, validateResources(&spec.Resources, p.Child("resources"))...)
 	errs = append(errs, validateConfig(spec.Config, p.Child("config"))...)
@@ -93,17 +95,19 @@ func ValidateWebAppSpec(spec *WebAppSpec, name string, p *field.Path) field.Erro
 
 	if svc := spec.Service; svc != nil {
 		sp := p.Child("service")
-		switch svc.Type {
-		case ServiceTypeClusterIP, ServiceTypeNodePort, "":
-		default:
-			errs = append(errs, field.NotSupported(sp.Child("type"), svc.Type,
-				[]ServiceType{ServiceTypeClusterIP, ServiceTypeNodePort}))
+		if svc.Type != nil {
+			switch *svc.Type {
+			case ServiceTypeClusterIP, ServiceTypeNodePort:
+			default:
+				errs = append(errs, field.NotSupported(sp.Child("type"), *svc.Type,
+					[]ServiceType{ServiceTypeClusterIP, ServiceTypeNodePort}))
+			}
 		}
-		if svc.Port != 0 {
-			errs = append(errs, validatePort(svc.Port, sp.Child("port"))...)
+		if svc.Port != nil {
+			errs = append(errs, validatePort(*svc.Port, sp.Child("port"))...)
 		}
 		if svc.NodePort != 0 {
-			if svc.Type != ServiceTypeNodePort {
+			if svc.Type == nil || *svc.Type != ServiceTypeNodePort {
 				errs = append(errs, field.Forbidden(sp.Child("nodePort"), "may only be set when type is NodePort"))
 			} else if svc.NodePort < MinNodePort || svc.NodePort > MaxNodePort {
 				errs = append(errs, field.Invalid(sp.Child("nodePort"), svc.NodePort,
@@ -114,10 +118,9 @@ func ValidateWebAppSpec(spec *WebAppSpec, name string, p *field.Path) field.Erro
 	return errs
 }
 
+// validatePort checks a port that was given: 0 is refused like any other
+// number out of range (a port left out is nil, and defaulted).
 func validatePort(port int32, p *field.Path) field.ErrorList {
-	if port == 0 {
-		return nil // defaulted
-	}
 	var errs field.ErrorList
 	for _, msg := range validation.IsValidPortNum(int(port)) {
 		errs = append(errs, field.Invalid(p, port, msg))

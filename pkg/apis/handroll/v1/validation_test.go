@@ -37,7 +37,7 @@ func TestValidateWebAppAcceptsValid(t *testing.T) {
 		"fifty replicas":    func(w *handrollv1.WebApp) { w.Spec.Replicas = ptr.To[int32](50) },
 		"63-character name": func(w *handrollv1.WebApp) { w.Name = "a" + strings.Repeat("b", 62) },
 		"node port": func(w *handrollv1.WebApp) {
-			w.Spec.Service = &handrollv1.WebAppService{Type: "NodePort", Port: 80, NodePort: 30080}
+			w.Spec.Service = &handrollv1.WebAppService{Type: ptr.To[handrollv1.ServiceType]("NodePort"), Port: ptr.To[int32](80), NodePort: 30080}
 		},
 		"request equals limit": func(w *handrollv1.WebApp) {
 			w.Spec.Resources.Requests[corev1.ResourceCPU] = resource.MustParse("1000m")
@@ -78,7 +78,9 @@ func TestValidateWebAppRejects(t *testing.T) {
 		{"image with upper case path", func(w *handrollv1.WebApp) { w.Spec.Image = "Nginx" }, "spec.image", "lower case"},
 		{"negative replicas", func(w *handrollv1.WebApp) { w.Spec.Replicas = ptr.To[int32](-1) }, "spec.replicas", "between 0 and 50"},
 		{"51 replicas", func(w *handrollv1.WebApp) { w.Spec.Replicas = ptr.To[int32](51) }, "spec.replicas", "between 0 and 50"},
-		{"port out of range", func(w *handrollv1.WebApp) { w.Spec.Port = 70000 }, "spec.port", "between 1 and 65535"},
+		{"port out of range", func(w *handrollv1.WebApp) { w.Spec.Port = ptr.To[int32](70000) }, "spec.port", "between 1 and 65535"},
+		// An explicit zero is refused, not taken for a field left out.
+		{"port 0", func(w *handrollv1.WebApp) { w.Spec.Port = ptr.To[int32](0) }, "spec.port", "between 1 and 65535"},
 		{"reserved env name", func(w *handrollv1.WebApp) { w.Spec.Env = []corev1.EnvVar{{Name: "HANDROLL_URL", Value: "x"}} }, "spec.env[0].name", "reserved"},
 		{"invalid env name", func(w *handrollv1.WebApp) { w.Spec.Env = []corev1.EnvVar{{Name: "1=A", Value: "x"}} }, "spec.env[0].name", "valid environment variable name"},
 		{"empty env name", func(w *handrollv1.WebApp) { w.Spec.Env = []corev1.EnvVar{{Value: "x"}} }, "spec.env[0].name", "Required"},
@@ -104,11 +106,13 @@ func TestValidateWebAppRejects(t *testing.T) {
 		{"configMapRef without a name", func(w *handrollv1.WebApp) { w.Spec.ConfigMapRef.Name = "" }, "spec.configMapRef.name", "Required"},
 		{"configMapRef to the owned ConfigMap", func(w *handrollv1.WebApp) { w.Spec.ConfigMapRef.Name = "shop-config" }, "spec.configMapRef.name", "owned by handroll"},
 		{"configMapRef with a bad name", func(w *handrollv1.WebApp) { w.Spec.ConfigMapRef.Name = "Bad_Name" }, "spec.configMapRef.name", "RFC 1123"},
-		{"service type LoadBalancer", func(w *handrollv1.WebApp) { w.Spec.Service.Type = "LoadBalancer" }, "spec.service.type", "Unsupported value"},
-		{"service port zero after defaulting is fine, negative is not", func(w *handrollv1.WebApp) { w.Spec.Service.Port = -1 }, "spec.service.port", "between 1 and 65535"},
+		{"service type LoadBalancer", func(w *handrollv1.WebApp) { w.Spec.Service.Type = ptr.To[handrollv1.ServiceType]("LoadBalancer") }, "spec.service.type", "Unsupported value"},
+		{"service type empty", func(w *handrollv1.WebApp) { w.Spec.Service.Type = ptr.To[handrollv1.ServiceType]("") }, "spec.service.type", "Unsupported value"},
+		{"service port negative", func(w *handrollv1.WebApp) { w.Spec.Service.Port = ptr.To[int32](-1) }, "spec.service.port", "between 1 and 65535"},
+		{"service port 0", func(w *handrollv1.WebApp) { w.Spec.Service.Port = ptr.To[int32](0) }, "spec.service.port", "between 1 and 65535"},
 		{"nodePort with ClusterIP", func(w *handrollv1.WebApp) { w.Spec.Service.NodePort = 30001 }, "spec.service.nodePort", "only be set when type is NodePort"},
 		{"nodePort out of range", func(w *handrollv1.WebApp) {
-			w.Spec.Service = &handrollv1.WebAppService{Type: "NodePort", Port: 80, NodePort: 8080}
+			w.Spec.Service = &handrollv1.WebAppService{Type: ptr.To[handrollv1.ServiceType]("NodePort"), Port: ptr.To[int32](80), NodePort: 8080}
 		}, "spec.service.nodePort", "between 30000 and 32767"},
 	}
 	for _, tc := range cases {

@@ -72,10 +72,10 @@ func TestConversionBothWays(t *testing.T) {
 		v1: handrollv1.WebApp{
 			ObjectMeta: withAnnotations(meta, map[string]string{"team": "payments"}),
 			Spec: handrollv1.WebAppSpec{
-				Image: "nginx:1.27", Replicas: ptr.To[int32](2), Port: 9090, Env: env, Resources: resources,
+				Image: "nginx:1.27", Replicas: ptr.To[int32](2), Port: ptr.To[int32](9090), Env: env, Resources: resources,
 				Config:       map[string]string{"app.yaml": "greeting: hello"},
 				ConfigMapRef: &handrollv1.ConfigMapReference{Name: "shared"},
-				Service:      &handrollv1.WebAppService{Type: handrollv1.ServiceTypeNodePort, Port: 80, NodePort: 30080},
+				Service:      &handrollv1.WebAppService{Type: ptr.To(handrollv1.ServiceTypeNodePort), Port: ptr.To[int32](80), NodePort: 30080},
 			},
 			Status: status,
 		},
@@ -85,15 +85,15 @@ func TestConversionBothWays(t *testing.T) {
 				v1alpha1.V1SpecAnnotation: `{"configMapRef":{"name":"shared"},"service":{"type":"NodePort","port":80,"nodePort":30080}}`,
 			}),
 			Spec: v1alpha1.WebAppSpec{
-				Image: "nginx:1.27", Size: ptr.To[int32](2), ContainerPort: 9090, Env: env, Resources: resources,
+				Image: "nginx:1.27", Size: ptr.To[int32](2), ContainerPort: ptr.To[int32](9090), Env: env, Resources: resources,
 				ConfigData: map[string]string{"app.yaml": "greeting: hello"},
 			},
 			Status: alphaStatus,
 		},
 	}, {
 		name:  "nothing v1alpha1 lacks: no annotation, and nil annotations stay nil",
-		v1:    handrollv1.WebApp{ObjectMeta: meta, Spec: handrollv1.WebAppSpec{Image: "nginx", Replicas: ptr.To[int32](1), Port: 8080}},
-		alpha: v1alpha1.WebApp{ObjectMeta: meta, Spec: v1alpha1.WebAppSpec{Image: "nginx", Size: ptr.To[int32](1), ContainerPort: 8080}},
+		v1:    handrollv1.WebApp{ObjectMeta: meta, Spec: handrollv1.WebAppSpec{Image: "nginx", Replicas: ptr.To[int32](1), Port: ptr.To[int32](8080)}},
+		alpha: v1alpha1.WebApp{ObjectMeta: meta, Spec: v1alpha1.WebAppSpec{Image: "nginx", Size: ptr.To[int32](1), ContainerPort: ptr.To[int32](8080)}},
 	}, {
 		name:  "empty annotations stay empty",
 		v1:    handrollv1.WebApp{ObjectMeta: withAnnotations(meta, map[string]string{}), Spec: handrollv1.WebAppSpec{Image: "nginx"}},
@@ -113,6 +113,18 @@ func TestConversionBothWays(t *testing.T) {
 			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{}, Claims: []corev1.ResourceClaim{}},
 		}},
 	}, {
+		// Validation refuses them, but conversion must not turn a given
+		// zero into a field left out, which would then get the default.
+		name: "explicit zero ports and empty service type are kept, not left out",
+		v1: handrollv1.WebApp{ObjectMeta: meta, Spec: handrollv1.WebAppSpec{
+			Image: "nginx", Port: ptr.To[int32](0),
+			Service: &handrollv1.WebAppService{Type: ptr.To[handrollv1.ServiceType](""), Port: ptr.To[int32](0)},
+		}},
+		alpha: v1alpha1.WebApp{
+			ObjectMeta: withAnnotations(meta, map[string]string{v1alpha1.V1SpecAnnotation: `{"service":{"type":"","port":0}}`}),
+			Spec:       v1alpha1.WebAppSpec{Image: "nginx", ContainerPort: ptr.To[int32](0)},
+		},
+	}, {
 		name: "an empty service is not an absent one",
 		v1:   handrollv1.WebApp{ObjectMeta: meta, Spec: handrollv1.WebAppSpec{Image: "nginx", Service: &handrollv1.WebAppService{}}},
 		alpha: v1alpha1.WebApp{
@@ -129,12 +141,12 @@ func TestConversionBothWays(t *testing.T) {
 	}, {
 		name: "a defaulted v1 object, as the API server stores it",
 		v1: handrollv1.WebApp{ObjectMeta: meta, Spec: handrollv1.WebAppSpec{
-			Image: "nginx", Replicas: ptr.To[int32](1), Port: 8080,
-			Service: &handrollv1.WebAppService{Type: handrollv1.ServiceTypeClusterIP, Port: 80},
+			Image: "nginx", Replicas: ptr.To[int32](1), Port: ptr.To[int32](8080),
+			Service: &handrollv1.WebAppService{Type: ptr.To(handrollv1.ServiceTypeClusterIP), Port: ptr.To[int32](80)},
 		}},
 		alpha: v1alpha1.WebApp{
 			ObjectMeta: withAnnotations(meta, map[string]string{v1alpha1.V1SpecAnnotation: `{"service":{"type":"ClusterIP","port":80}}`}),
-			Spec:       v1alpha1.WebAppSpec{Image: "nginx", Size: ptr.To[int32](1), ContainerPort: 8080},
+			Spec:       v1alpha1.WebAppSpec{Image: "nginx", Size: ptr.To[int32](1), ContainerPort: ptr.To[int32](8080)},
 		},
 	}, {
 		name: "characters JSON escapes survive",
@@ -196,7 +208,7 @@ func TestV1ObjectsDoNotOwnTheAnnotation(t *testing.T) {
 		want map[string]string
 	}{
 		{"nothing to carry", handrollv1.WebAppSpec{Image: "nginx"}, map[string]string{"keep": "me"}},
-		{"a service to carry", handrollv1.WebAppSpec{Image: "nginx", Service: &handrollv1.WebAppService{Port: 81}},
+		{"a service to carry", handrollv1.WebAppSpec{Image: "nginx", Service: &handrollv1.WebAppService{Port: ptr.To[int32](81)}},
 			map[string]string{"keep": "me", v1alpha1.V1SpecAnnotation: `{"service":{"port":81}}`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -291,7 +303,7 @@ func TestConvertingIntoAUsedObject(t *testing.T) {
 	s := newScheme(t)
 	out := &handrollv1.WebApp{Spec: handrollv1.WebAppSpec{
 		ConfigMapRef: &handrollv1.ConfigMapReference{Name: "stale"},
-		Service:      &handrollv1.WebAppService{Port: 1},
+		Service:      &handrollv1.WebAppService{Port: ptr.To[int32](1)},
 	}}
 	if err := s.Convert(&v1alpha1.WebApp{ObjectMeta: meta, Spec: v1alpha1.WebAppSpec{Image: "nginx"}}, out, nil); err != nil {
 		t.Fatal(err)
@@ -306,7 +318,7 @@ func TestListConversionConvertsEachItem(t *testing.T) {
 	in := &handrollv1.WebAppList{
 		ListMeta: metav1.ListMeta{ResourceVersion: "7"},
 		Items: []handrollv1.WebApp{
-			{ObjectMeta: meta, Spec: handrollv1.WebAppSpec{Image: "a", Service: &handrollv1.WebAppService{Port: 81}}},
+			{ObjectMeta: meta, Spec: handrollv1.WebAppSpec{Image: "a", Service: &handrollv1.WebAppService{Port: ptr.To[int32](81)}}},
 			{ObjectMeta: meta, Spec: handrollv1.WebAppSpec{Image: "b", Replicas: ptr.To[int32](4)}},
 		},
 	}
@@ -323,7 +335,7 @@ func TestListConversionConvertsEachItem(t *testing.T) {
 	if err := s.Convert(&alpha, &back, nil); err != nil {
 		t.Fatal(err)
 	}
-	if back.Items[0].Spec.Service == nil || back.Items[0].Spec.Service.Port != 81 || *back.Items[1].Spec.Replicas != 4 {
+	if back.Items[0].Spec.Service == nil || ptr.Deref(back.Items[0].Spec.Service.Port, 0) != 81 || *back.Items[1].Spec.Replicas != 4 {
 		t.Errorf("round trip of the list lost fields: %+v", back)
 	}
 }

@@ -1,8 +1,10 @@
 package v1alpha1
 
-// SetDefaults_WebAppSpec fills the fields a user may leave out, with v1's
+// SetDefaults_WebAppSpec fills the fields a user left out, with v1's
 // values. The same values are CRD schema defaults of this version (see the
 // markers in types.go); these functions serve tests and objects built in Go.
+// As in v1, only an absent (nil) field gets its default: an explicit
+// containerPort 0 is kept for validation to refuse.
 //
 // defaulter-gen finds this function by name and wires it into
 // RegisterDefaults, which AddToScheme installs.
@@ -11,7 +13,8 @@ func SetDefaults_WebAppSpec(spec *WebAppSpec) {
 		s := DefaultSize
 		spec.Size = &s
 	}
-	if spec.ContainerPort == 0 {
-		spec.ContainerPort = DefaultContainerPort
+	if spec.ContainerPort == nil {
+		p := DefaultContainerPort
+		spec.ContainerPort = &p
 	}
 }

@@ -256,6 +256,11 @@ var v1Seeds = map[string]func(*handrollv1.WebApp) bool{
 	"nil-replicas-and-empty-status": func(w *handrollv1.WebApp) bool {
 		return w.Spec.Replicas == nil && w.Status.Conditions != nil && len(w.Status.Conditions) == 0
 	},
+	// Left out, the defaulted fields stay left out through a round trip
+	// (TestConversionBothWays covers explicit zeros).
+	"nil-port-and-service-with-nil-fields": func(w *handrollv1.WebApp) bool {
+		return w.Spec.Port == nil && w.Spec.Service != nil && w.Spec.Service.Port == nil && w.Spec.Service.Type == nil
+	},
 }
 
 var v1alpha1Seeds = map[string]func(*v1alpha1.WebApp, v1Only) bool{
@@ -276,6 +281,9 @@ var v1alpha1Seeds = map[string]func(*v1alpha1.WebApp, v1Only) bool{
 	},
 	"nil-size-and-no-annotations": func(w *v1alpha1.WebApp, only v1Only) bool {
 		return w.Spec.Size == nil && w.Annotations == nil
+	},
+	"nil-container-port": func(w *v1alpha1.WebApp, only v1Only) bool {
+		return w.Spec.ContainerPort == nil
 	},
 }
 

@@ -69,12 +69,13 @@ type WebAppSpec struct {
 	Size *int32 `json:"size,omitempty"`
 
 	// ContainerPort is the port the application listens on (v1: spec.port);
-	// the Service targets it.
+	// the Service targets it. Left out, 8080; a port given (0 included) is
+	// checked as given, never replaced by the default.
 	// +optional
 	// +kubebuilder:default=8080
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65535
-	ContainerPort int32 `json:"containerPort,omitempty"`
+	ContainerPort *int32 `json:"containerPort,omitempty"`
 
 	// Env is the environment of the application container. Names are unique.
 	// +optional

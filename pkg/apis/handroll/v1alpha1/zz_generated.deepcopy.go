@@ -96,6 +96,11 @@ func (in *WebAppSpec) DeepCopyInto(out *WebAppSpec) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.ContainerPort != nil {
+		in, out := &in.ContainerPort, &out.ContainerPort
+		*out = new(int32)
+		**out = **in
+	}
 	if in.Env != nil {
 		in, out := &in.Env, &out.Env
 		*out = make([]v1.EnvVar, len(*in))

@@ -27,9 +27,11 @@ import (
 //
 // WebAppService shapes the Service in front of the pods.
 type WebAppServiceApplyConfiguration struct {
-	// Type is ClusterIP or NodePort.
+	// Type is ClusterIP or NodePort; left out, ClusterIP. An empty type
+	// given is refused.
 	Type *handrollv1.ServiceType `json:"type,omitempty"`
-	// Port is the port the Service listens on.
+	// Port is the port the Service listens on; left out, 80.
+	// A port given (0 included) is checked as given.
 	Port *int32 `json:"port,omitempty"`
 	// NodePort is the port on every node when Type is NodePort; empty lets
 	// the cluster choose one.

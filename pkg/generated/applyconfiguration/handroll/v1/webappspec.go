@@ -34,7 +34,8 @@ type WebAppSpecApplyConfiguration struct {
 	// spec path, so `kubectl scale` and a HorizontalPodAutoscaler can set it.
 	Replicas *int32 `json:"replicas,omitempty"`
 	// Port is the container port the application listens on; the Service
-	// targets it.
+	// targets it. Left out, 8080; a port given (0 included) is checked as
+	// given, never replaced by the default.
 	Port *int32 `json:"port,omitempty"`
 	// Env is the environment of the application container. Names are unique.
 	Env []corev1.EnvVar `json:"env,omitempty"`

@@ -34,7 +34,8 @@ type WebAppSpecApplyConfiguration struct {
 	// subresource's spec path.
 	Size *int32 `json:"size,omitempty"`
 	// ContainerPort is the port the application listens on (v1: spec.port);
-	// the Service targets it.
+	// the Service targets it. Left out, 8080; a port given (0 included) is
+	// checked as given, never replaced by the default.
 	ContainerPort *int32 `json:"containerPort,omitempty"`
 	// Env is the environment of the application container. Names are unique.
 	Env []v1.EnvVar `json:"env,omitempty"`
