@@ -30,7 +30,7 @@ func everyFieldSpecs() map[string]handrollv1.WebAppSpec {
 		"full": {
 			Image:    "nginx:1.27",
 			Replicas: ptr.To[int32](0),
-			Port:     9090,
+			Port:     ptr.To[int32](9090),
 			Env: []corev1.EnvVar{
 				{Name: "EMPTY", Value: ""},
 				{Name: "PLAIN", Value: "x"},
@@ -49,7 +49,7 @@ func everyFieldSpecs() map[string]handrollv1.WebAppSpec {
 			},
 			Config:       map[string]string{"empty": "", "k": "v"},
 			ConfigMapRef: &handrollv1.ConfigMapReference{Name: "user-config"},
-			Service:      &handrollv1.WebAppService{Type: handrollv1.ServiceTypeClusterIP, Port: 8080},
+			Service:      &handrollv1.WebAppService{Type: ptr.To(handrollv1.ServiceTypeClusterIP), Port: ptr.To[int32](8080)},
 		},
 		"minimal": {
 			Image: "nginx:1.27",
@@ -59,13 +59,13 @@ func everyFieldSpecs() map[string]handrollv1.WebAppSpec {
 			Replicas:  ptr.To[int32](3),
 			Env:       []corev1.EnvVar{{Name: "ONLY_EMPTY"}},
 			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: q("500m")}},
-			Service:   &handrollv1.WebAppService{Type: handrollv1.ServiceTypeNodePort},
+			Service:   &handrollv1.WebAppService{Type: ptr.To(handrollv1.ServiceTypeNodePort)},
 		},
 		"nodeport-fixed": {
 			Image:     "nginx:1.27",
 			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: q("64Mi")}},
 			Config:    map[string]string{"only": ""},
-			Service:   &handrollv1.WebAppService{Type: handrollv1.ServiceTypeNodePort, Port: 81, NodePort: 31999},
+			Service:   &handrollv1.WebAppService{Type: ptr.To(handrollv1.ServiceTypeNodePort), Port: ptr.To[int32](81), NodePort: 31999},
 		},
 	}
 }

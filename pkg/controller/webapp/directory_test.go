@@ -15,7 +15,7 @@ import (
 func directoryWebApp(ns, name string, port int32) *handrollv1.WebApp {
 	w := &handrollv1.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(ns + "/" + name)}}
 	if port != 0 {
-		w.Spec.Service = &handrollv1.WebAppService{Port: port}
+		w.Spec.Service = &handrollv1.WebAppService{Port: ptr.To(port)}
 	}
 	return w
 }
