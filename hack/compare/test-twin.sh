@@ -49,6 +49,8 @@ scenarios=(
   TestForeignServiceIsNotAdvertised
   TestRapidUpdatesConverge
   TestNoWritesWhenIdle
+  TestNoWritesWhenChildrenChangeStatus
+  TestReferencedBinaryDataRollsThePods
   TestRefusedChildIsReported
   TestOneOfThreeReplicasReconciles
   TestNamespacesFlag
