@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Builds the local control plane (etcd, kube-apiserver, kube-controller-manager,
 # kube-scheduler, kubectl, kwok) from pinned Go module sources, so tests need
-# nothing from the internet but Go modules.
+# nothing from the internet but Go modules; and, for the local cluster's real
+# node, kubelet and kube-proxy from the same kubernetes sources.
 #
-# Usage: hack/testbin.sh [build|path|stages|update-modules|help]
+# Usage: hack/testbin.sh [build|path|node|node-path|stages|update-modules|help]
 #
 #   build           build whatever is missing or stale (the default)
 #   path            build if needed, then print the binary directory as the
 #                   last line on stdout
+#   node            build kubelet and kube-proxy if missing or stale
+#   node-path       build them if needed, then print their directory (the
+#                   same as path's) as the last line on stdout
 #   stages          print a directory holding kwok's stage configs (pass them to
 #                   kwok with --config); copies them without building binaries
 #   update-modules  rewrite hack/testbin/*/go.mod from the versions below and
@@ -36,6 +40,9 @@ OUT=$OUT_BASE/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION
 MODULE_PREFIX=github.com/handroll/handroll/hack/testbin
 
 BINARIES=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok)
+# A real node's binaries: built only when asked for (7-8 minutes more, cold),
+# since only the real node needs them.
+NODE_BINARIES=(kubelet kube-proxy)
 # Paths inside the kwok module. heartbeat-with-lease is a directory: every
 # YAML file in it is copied.
 STAGE_SOURCES=(
@@ -363,6 +370,13 @@ case $cmd in
       build "${BINARIES[@]}" kwok-stages
       echo "$OUT"
     fi
+    ;;
+  node)
+    build "${NODE_BINARIES[@]}"
+    ;;
+  node-path)
+    build "${NODE_BINARIES[@]}"
+    echo "$OUT"
     ;;
   stages)
     if use_assets && stages_complete "$KUBEBUILDER_ASSETS/kwok-stages"; then

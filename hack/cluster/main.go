@@ -1,8 +1,10 @@
 // Command cluster runs the local cluster behind `make cluster-up`,
 // `make cluster-down` and `make cluster-status`: etcd, kube-apiserver,
 // kube-controller-manager, kube-scheduler and kwok with fake nodes, built
-// from pinned sources by hack/testbin.sh, running in the background until
-// brought down.
+// from pinned sources by hack/testbin.sh, and, where this machine can run
+// containers, one real node (kubelet, containerd, kube-proxy), running in
+// the background until brought down. `cluster leftovers` fails if a real
+// node left anything behind on this machine.
 package main
 
 import (
@@ -29,8 +31,10 @@ const operatorNamespace = "handroll-system"
 
 func main() {
 	nodes := flag.Int("nodes", 2, "fake nodes to register with kwok (up)")
+	realNode := flag.String("real-node", "auto", "start the real node "+controlplane.RealNodeName+": auto (where this machine can), true (fail where it cannot), false (up)")
+	pause := flag.String("pause-image", "", "OCI archive of the sandbox image "+controlplane.PauseImage+" (up; default .local/image/pause.tar)")
 	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: cluster [--nodes N] up|down|status\n")
+		fmt.Fprintf(os.Stderr, "usage: cluster [--nodes N] [--real-node auto|true|false] [--pause-image FILE] up|down|status|leftovers\n")
 	}
 	flag.Parse()
 	if flag.NArg() != 1 {
@@ -49,9 +53,17 @@ func main() {
 		crds:       filepath.Join(root, "manifests", "crd"),
 	}
 
+	if *pause == "" {
+		*pause = filepath.Join(root, ".local", "image", "pause.tar")
+	}
 	switch flag.Arg(0) {
 	case "up":
-		err = up(l, *nodes)
+		var real *controlplane.RealNodeOptions
+		if real, err = wantRealNode(*realNode, *pause); err == nil {
+			err = up(l, *nodes, real)
+		}
+	case "leftovers":
+		err = leftovers(l)
 	case "down":
 		err = down(l)
 	case "status":
@@ -74,7 +86,7 @@ func fail(err error) {
 
 // up starts the cluster unless one is already running and ready, in which
 // case it only makes sure the CRDs and namespace are current.
-func up(l layout, nodes int) error {
+func up(l layout, nodes int, real *controlplane.RealNodeOptions) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
@@ -82,6 +94,9 @@ func up(l layout, nodes int) error {
 		_, down := cp.Running()
 		if len(down) == 0 && cp.Ready(ctx) == nil {
 			fmt.Printf("cluster: reusing the running local cluster (%s)\n", cp.Server)
+			if real != nil && cp.Node == nil {
+				fmt.Println("cluster: it has no real node; `make cluster-down cluster-up` starts one")
+			}
 			return prepare(ctx, cp, l)
 		}
 		fmt.Printf("cluster: the previous local cluster is not healthy (%s down); starting a new one\n", strings.Join(down, ", "))
@@ -101,9 +116,11 @@ func up(l layout, nodes int) error {
 		Dir:      l.dir,
 		Nodes:    nodes,
 		Detach:   true,
+		RealNode: real,
 		Progress: os.Stdout,
 	})
 	if err != nil {
+		// Start stopped what it started; the state saved so far is gone.
 		_ = os.RemoveAll(l.dir)
 		return err
 	}
@@ -198,5 +215,59 @@ func status(l layout) error {
 		return err
 	}
 	fmt.Printf("  API server: ready; %d node(s); kubeconfig %s\n", len(nodes.Items), l.kubeconfig)
+	for _, n := range nodes.Items {
+		kind := "fake (kwok)"
+		if n.Name == controlplane.RealNodeName {
+			kind = "real (kubelet, containerd, runc)"
+		}
+		ready := "NotReady"
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				ready = "Ready"
+			}
+		}
+		fmt.Printf("  node %-10s %-9s %s\n", n.Name, ready, kind)
+	}
+	if cp.Node == nil {
+		fmt.Println("  no real node (containers only pretend to run)")
+	}
+	return nil
+}
+
+// wantRealNode decides whether `up` starts the real node: with "auto",
+// where this machine has what it needs, and says why not otherwise.
+func wantRealNode(mode, pause string) (*controlplane.RealNodeOptions, error) {
+	if mode == "false" {
+		return nil, nil
+	}
+	if mode != "auto" && mode != "true" {
+		return nil, fmt.Errorf("--real-node is auto, true or false, not %q", mode)
+	}
+	missing := controlplane.RealNodeMissing()
+	if _, err := os.Stat(pause); err != nil {
+		missing = append(missing, "the sandbox image "+pause+" (make image-pause)")
+	}
+	if len(missing) == 0 {
+		return &controlplane.RealNodeOptions{PauseArchive: pause}, nil
+	}
+	why := strings.Join(missing, ", ")
+	if mode == "true" {
+		return nil, fmt.Errorf("cannot start the real node %s: this machine lacks %s (hack/install-node-packages.sh installs the packages)", controlplane.RealNodeName, why)
+	}
+	fmt.Printf("cluster: no real node: this machine lacks %s; starting the kwok-only cluster (pods only pretend to run)\n", why)
+	return nil, nil
+}
+
+// leftovers fails if a real node left a process, mount, cgroup, rule,
+// route, bridge or directory on this machine, or the cluster's state.
+func leftovers(l layout) error {
+	left := controlplane.NodeLeftovers(filepath.Join(l.dir, "node"))
+	if _, err := os.Stat(l.dir); err == nil {
+		left = append(left, "directory "+l.dir)
+	}
+	if len(left) > 0 {
+		return fmt.Errorf("left behind on this machine:\n  %s", strings.Join(left, "\n  "))
+	}
+	fmt.Println("cluster: nothing of a local cluster is left on this machine")
 	return nil
 }

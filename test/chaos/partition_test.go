@@ -1,14 +1,9 @@
 package chaos
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -148,7 +143,7 @@ func TestPartitionsNeverOverlap(t *testing.T) {
 	}
 	identityOf := func(r *replica) string {
 		if r.identity == "" {
-			if entries, err := readJournal(r.journal); err == nil && len(entries) > 0 {
+			if entries, err := operator.ReadJournal(r.journal); err == nil && len(entries) > 0 {
 				r.identity = entries[0].Replica
 			}
 		}
@@ -164,7 +159,7 @@ func TestPartitionsNeverOverlap(t *testing.T) {
 			leaseMu.Unlock()
 			for _, r := range replicas {
 				if id := identityOf(r); id != "" && id == holder {
-					entries, _ := readJournal(r.journal)
+					entries, _ := operator.ReadJournal(r.journal)
 					if len(entries) > 1 {
 						led = r
 						return true, nil
@@ -241,23 +236,23 @@ func TestPartitionsNeverOverlap(t *testing.T) {
 	}
 
 	// The proof: no two replicas' reconciles overlap.
-	var intervals []reconcileInterval
+	var intervals []operator.ReconcileInterval
 	for _, r := range all {
-		entries, err := readJournal(r.journal)
+		entries, err := operator.ReadJournal(r.journal)
 		if err != nil {
 			t.Fatal(err)
 		}
 		exited, _ := r.op.ExitedAt()
-		intervals = append(intervals, reconcileIntervals(entries, exited)...)
+		intervals = append(intervals, operator.ReconcileIntervals(entries, exited)...)
 	}
 	processes := map[string]bool{}
 	for _, iv := range intervals {
-		processes[iv.replica] = true
+		processes[iv.Replica] = true
 	}
 	if len(processes) < partitions+1 {
 		t.Errorf("only %d replicas reconciled across %d partitions; every partition should hand over to another", len(processes), partitions)
 	}
-	overlaps := overlapping(intervals)
+	overlaps := operator.Overlapping(intervals)
 	for _, o := range overlaps[:min(len(overlaps), 10)] {
 		t.Errorf("overlap: %s", o)
 	}
@@ -274,98 +269,16 @@ func proxiedKubeconfig(t *testing.T, p *operator.Proxy) string {
 	})
 }
 
-// readJournal reads a replica's journal: FILE.1 (what a rotation left, if
-// any) and then FILE, which is the order they were written in.
-func readJournal(path string) ([]controller.JournalEntry, error) {
-	rotated, err := readJournalFile(path + ".1")
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, err
-	}
-	entries, err := readJournalFile(path)
-	return append(rotated, entries...), err
-}
-
-func readJournalFile(path string) ([]controller.JournalEntry, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var entries []controller.JournalEntry
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var e controller.JournalEntry
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			// A process killed mid-write leaves at most a torn last line.
-			break
-		}
-		entries = append(entries, e)
-	}
-	return entries, sc.Err()
-}
-
-type reconcileInterval struct {
-	replica    string
-	key        string
-	start, end time.Time
-	cutShort   bool // no end line: the process died during it
-}
-
-// reconcileIntervals pairs starts with ends. A reconcile with no end was cut
-// short when the process exited; it counts as running until exited, the
-// moment the test saw the process gone.
-func reconcileIntervals(entries []controller.JournalEntry, exited time.Time) []reconcileInterval {
-	open := map[uint64]reconcileInterval{}
-	var out []reconcileInterval
-	for _, e := range entries {
-		switch e.Event {
-		case "start":
-			open[e.ID] = reconcileInterval{replica: e.Replica, key: e.Key, start: e.Time}
-		case "end":
-			iv := open[e.ID]
-			delete(open, e.ID)
-			iv.end = e.Time
-			out = append(out, iv)
-		}
-	}
-	for _, iv := range open {
-		iv.end, iv.cutShort = exited, true
-		out = append(out, iv)
-	}
-	return out
-}
-
-// overlapping returns, for each reconcile that started while another
-// replica's reconcile was still running, a description of the pair.
-func overlapping(intervals []reconcileInterval) []string {
-	sort.Slice(intervals, func(i, j int) bool { return intervals[i].start.Before(intervals[j].start) })
-	latest := map[string]reconcileInterval{} // per replica, the reconcile that ends last so far
-	var out []string
-	for _, iv := range intervals {
-		for replica, other := range latest {
-			if replica != iv.replica && iv.start.Before(other.end) {
-				out = append(out, fmt.Sprintf("%s started %s on %s at %s, while %s's reconcile of %s (from %s, cut short %v) ran until %s",
-					iv.replica, iv.key, iv.replica, iv.start.Format(time.StampMicro), replica, other.key,
-					other.start.Format(time.StampMicro), other.cutShort, other.end.Format(time.StampMicro)))
-			}
-		}
-		if cur, ok := latest[iv.replica]; !ok || iv.end.After(cur.end) {
-			latest[iv.replica] = iv
-		}
-	}
-	return out
-}
-
 // TestOverlapCheck: the check that TestPartitionsNeverOverlap relies on
 // finds an overlap between replicas, and only between replicas.
 func TestOverlapCheck(t *testing.T) {
 	at := func(ms int) time.Time { return time.Unix(0, 0).Add(time.Duration(ms) * time.Millisecond) }
-	sameReplica := []reconcileInterval{
-		{replica: "a", key: "k1", start: at(0), end: at(10)},
-		{replica: "a", key: "k2", start: at(5), end: at(20)}, // one replica's workers run in parallel
-		{replica: "b", key: "k1", start: at(21), end: at(30)},
+	sameReplica := []operator.ReconcileInterval{
+		{Replica: "a", Key: "k1", Start: at(0), End: at(10)},
+		{Replica: "a", Key: "k2", Start: at(5), End: at(20)}, // one replica's workers run in parallel
+		{Replica: "b", Key: "k1", Start: at(21), End: at(30)},
 	}
-	if o := overlapping(sameReplica); len(o) != 0 {
+	if o := operator.Overlapping(sameReplica); len(o) != 0 {
 		t.Errorf("no overlap between replicas, yet: %v", o)
 	}
 	entries := []controller.JournalEntry{
@@ -374,8 +287,8 @@ func TestOverlapCheck(t *testing.T) {
 		{Event: "end", Replica: "a", ID: 1, Key: "k1", Time: at(2)},
 		{Event: "start", Replica: "a", ID: 2, Key: "k2", Time: at(3)}, // cut short by the exit at 50
 	}
-	cut := append(reconcileIntervals(entries, at(50)), reconcileInterval{replica: "b", key: "k3", start: at(40), end: at(60)})
-	o := overlapping(cut)
+	cut := append(operator.ReconcileIntervals(entries, at(50)), operator.ReconcileInterval{Replica: "b", Key: "k3", Start: at(40), End: at(60)})
+	o := operator.Overlapping(cut)
 	if len(o) != 1 || !strings.Contains(o[0], "k3") || !strings.Contains(o[0], "cut short true") {
 		t.Errorf("a reconcile started while another replica's was cut short by its exit: got %v, want that one overlap", o)
 	}

@@ -15,11 +15,32 @@ var binaryNames = []string{"etcd", "kube-apiserver", "kube-controller-manager", 
 // binaries is a directory holding the control plane's binaries, and kwok's
 // stage configs.
 type binaries struct {
-	dir    string
-	stages []string
+	dir     string
+	nodeDir string // kubelet and kube-proxy, found on first use
+	stages  []string
 }
 
 func (b *binaries) path(name string) string { return filepath.Join(b.dir, name) }
+
+// nodePath is the path of a real node's binary (kubelet, kube-proxy): in
+// the control plane's directory when it has it, else built by
+// `hack/testbin.sh node-path` on first use.
+func (b *binaries) nodePath(name string) string {
+	if b.nodeDir == "" {
+		b.nodeDir = b.dir
+		if !isExecutable(filepath.Join(b.dir, name)) {
+			if dir, err := testbin("node-path"); err == nil {
+				b.nodeDir = dir
+			}
+		}
+	}
+	return filepath.Join(b.nodeDir, name)
+}
+
+func isExecutable(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
+}
 
 // FindBinaries returns the directory of the control-plane binaries: dir when
 // given; else KUBEBUILDER_ASSETS when it holds them all (as envtest does);
@@ -67,7 +88,7 @@ func FindBinaries(dir string) (*binaries, error) {
 
 func hasAll(dir string) bool {
 	for _, name := range binaryNames {
-		if fi, err := os.Stat(filepath.Join(dir, name)); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+		if !isExecutable(filepath.Join(dir, name)) {
 			return false
 		}
 	}

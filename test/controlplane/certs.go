@@ -24,9 +24,15 @@ type pki struct {
 	servingKey string
 	saKey      string // RSA private key that signs service-account tokens
 	caPEM      []byte
+	// The API server's client certificate for kubelets (a real node's
+	// logs, exec and port-forward), in system:masters.
+	kubeletClientCrt string
+	kubeletClientKey string
 }
 
-func writePKI(dir string) (*pki, error) {
+// writePKI writes the CA, the API server's serving certificate (for the
+// loopback addresses and extraIPs) and the service-account key.
+func writePKI(dir string, extraIPs ...net.IP) (*pki, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -35,7 +41,11 @@ func writePKI(dir string) (*pki, error) {
 		return nil, err
 	}
 	srvCert, srvKey, err := ca.issue("kube-apiserver", 2,
-		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"})
+		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}, extraIPs...)
+	if err != nil {
+		return nil, err
+	}
+	clientCert, clientKey, err := ca.issueClient("kube-apiserver-kubelet-client", "system:masters", 3)
 	if err != nil {
 		return nil, err
 	}
@@ -53,12 +63,18 @@ func writePKI(dir string) (*pki, error) {
 		servingKey: filepath.Join(dir, "apiserver.key"),
 		saKey:      filepath.Join(dir, "sa.key"),
 		caPEM:      ca.certPEM,
+
+		kubeletClientCrt: filepath.Join(dir, "kubelet-client.crt"),
+		kubeletClientKey: filepath.Join(dir, "kubelet-client.key"),
 	}
 	files := map[string][]byte{
 		p.caCert:     p.caPEM,
 		p.servingCrt: srvCert,
 		p.servingKey: srvKey,
 		p.saKey:      pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(saKey)}),
+
+		p.kubeletClientCrt: clientCert,
+		p.kubeletClientKey: clientKey,
 	}
 	for path, data := range files {
 		if err := os.WriteFile(path, data, 0o600); err != nil {
@@ -122,15 +138,11 @@ func newCA() (*ca, error) {
 	return &ca{cert: cert, key: key, certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}, nil
 }
 
-// issue signs a serving certificate for the loopback addresses and dnsNames,
-// returning the certificate and its key as PEM.
-func (c *ca) issue(cn string, serial int64, dnsNames []string) (certPEM, keyPEM []byte, err error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
+// issue signs a serving certificate for the loopback addresses, ips and
+// dnsNames, returning the certificate and its key as PEM.
+func (c *ca) issue(cn string, serial int64, dnsNames []string, ips ...net.IP) (certPEM, keyPEM []byte, err error) {
 	now := time.Now()
-	tmpl := &x509.Certificate{
+	return c.sign(&x509.Certificate{
 		SerialNumber: big.NewInt(serial),
 		Subject:      pkix.Name{CommonName: cn},
 		NotBefore:    now.Add(-time.Hour),
@@ -138,7 +150,27 @@ func (c *ca) issue(cn string, serial int64, dnsNames []string) (certPEM, keyPEM 
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		DNSNames:     dnsNames,
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+		IPAddresses:  append([]net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}, ips...),
+	})
+}
+
+// issueClient signs a client certificate for user cn in group org.
+func (c *ca) issueClient(cn, org string, serial int64) (certPEM, keyPEM []byte, err error) {
+	now := time.Now()
+	return c.sign(&x509.Certificate{
+		SerialNumber: big.NewInt(serial),
+		Subject:      pkix.Name{CommonName: cn, Organization: []string{org}},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(10 * 365 * 24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	})
+}
+
+func (c *ca) sign(tmpl *x509.Certificate) (certPEM, keyPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.cert, &key.PublicKey, c.key)
 	if err != nil {

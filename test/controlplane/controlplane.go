@@ -50,6 +50,12 @@ type Options struct {
 	// Load. Without Detach, the components die with this process.
 	Detach bool
 
+	// RealNode, when set, starts a real node (RealNodeName) beside the fake
+	// ones: kube-proxy, containerd and a kubelet, on a bridge that no packet
+	// leaves. It needs root, Detach and what RealNodeMissing checks, and
+	// implies Controllers.
+	RealNode *RealNodeOptions
+
 	// Progress, when set, receives one line per step.
 	Progress io.Writer
 }
@@ -63,6 +69,9 @@ type ControlPlane struct {
 	BinDir    string     `json:"binDir"`
 	Processes []*Process `json:"processes"`
 
+	// Node is the real node's state, when there is one.
+	Node *NodeState `json:"node,omitempty"`
+
 	// Config is an admin rest.Config for the API server.
 	Config *rest.Config `json:"-"`
 
@@ -70,6 +79,10 @@ type ControlPlane struct {
 	watchdog *Process
 	progress io.Writer
 }
+
+// kubernetesServiceIP is the first address of ServiceCIDR, which the API
+// server gives the kubernetes Service.
+const kubernetesServiceIP = "10.96.0.1"
 
 // The admin credential is a static token of a system:masters user; the
 // token is random per control plane.
@@ -83,8 +96,16 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if opts.Nodes > 0 {
+	if opts.Nodes > 0 || opts.RealNode != nil {
 		opts.Controllers = true
+	}
+	if opts.RealNode != nil {
+		if !opts.Detach {
+			return nil, errors.New("a real node needs Detach: its network outlives a crashed test process, and only Stop removes it")
+		}
+		if missing := RealNodeMissing(); len(missing) > 0 {
+			return nil, fmt.Errorf("a real node needs %s", strings.Join(missing, ", "))
+		}
 	}
 
 	cp := &ControlPlane{Dir: opts.Dir, BinDir: bins.dir, progress: opts.Progress}
@@ -116,18 +137,40 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 		return nil, err
 	}
 	etcdClient, etcdPeer, apiPort := ports[0], ports[1], ports[2]
-	cp.Server = "https://127.0.0.1:" + strconv.Itoa(apiPort)
+	// The API server listens on loopback; with a real node, on the bridge's
+	// address instead, which pods reach through the kubernetes Service.
+	apiHost := "127.0.0.1"
+	var extraIPs []net.IP
+	if opts.RealNode != nil {
+		apiHost = NodeIP
+		extraIPs = []net.IP{net.ParseIP(NodeIP), net.ParseIP(kubernetesServiceIP)}
+		cp.Node = &NodeState{Dir: filepath.Join(cp.Dir, "node"), Sysctls: map[string]string{}}
+		if err := cp.setUpNodeNetwork(); err != nil {
+			return nil, err
+		}
+	}
+	cp.Server = "https://" + apiHost + ":" + strconv.Itoa(apiPort)
 
-	pki, err := writePKI(filepath.Join(cp.Dir, "pki"))
+	pki, err := writePKI(filepath.Join(cp.Dir, "pki"), extraIPs...)
 	if err != nil {
 		return nil, fmt.Errorf("writing certificates: %w", err)
 	}
-	token, err := randomToken()
-	if err != nil {
-		return nil, err
+	var token string
+	var tokens nodeTokens
+	for _, t := range []*string{&token, &tokens.kubelet, &tokens.proxy} {
+		if *t, err = randomToken(); err != nil {
+			return nil, err
+		}
+	}
+	tokenLines := fmt.Sprintf("%s,%s,%s,\"system:masters\"\n", token, adminUser, adminUser)
+	if opts.RealNode != nil {
+		// The Node authorizer knows a kubelet by this user and group; the
+		// bootstrap RBAC binds system:node-proxier to system:kube-proxy.
+		tokenLines += fmt.Sprintf("%s,system:node:%s,system:node:%[2]s,\"system:nodes\"\n", tokens.kubelet, RealNodeName)
+		tokenLines += fmt.Sprintf("%s,system:kube-proxy,system:kube-proxy\n", tokens.proxy)
 	}
 	tokenFile := filepath.Join(cp.Dir, "pki", "tokens.csv")
-	if err := os.WriteFile(tokenFile, []byte(fmt.Sprintf("%s,%s,%s,\"system:masters\"\n", token, adminUser, adminUser)), 0o600); err != nil {
+	if err := os.WriteFile(tokenFile, []byte(tokenLines), 0o600); err != nil {
 		return nil, err
 	}
 	cp.Config = &rest.Config{
@@ -162,27 +205,47 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	}
 
 	// kube-apiserver.
-	if err := cp.start(ctx, "kube-apiserver", bins.path("kube-apiserver"), append([]string{
+	apiArgs := []string{
 		"--etcd-servers=" + etcdURL,
-		"--bind-address=127.0.0.1",
-		"--advertise-address=127.0.0.1",
+		"--bind-address=" + apiHost,
+		"--advertise-address=" + apiHost,
 		"--secure-port=" + strconv.Itoa(apiPort),
-		// The default reconciler refuses a loopback advertise address.
-		"--endpoint-reconciler-type=none",
 		"--cert-dir=" + filepath.Join(cp.Dir, "pki"),
 		"--tls-cert-file=" + pki.servingCrt,
 		"--tls-private-key-file=" + pki.servingKey,
 		"--client-ca-file=" + pki.caCert,
 		"--token-auth-file=" + tokenFile,
-		"--authorization-mode=RBAC",
-		"--enable-admission-plugins=NamespaceLifecycle,ServiceAccount,PodSecurity,DefaultStorageClass,ResourceQuota,MutatingAdmissionWebhook,ValidatingAdmissionWebhook,ValidatingAdmissionPolicy",
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file=" + pki.saKey,
 		"--service-account-signing-key-file=" + pki.saKey,
-		"--service-cluster-ip-range=10.96.0.0/16",
+		"--service-cluster-ip-range=" + ServiceCIDR,
 		"--allow-privileged=true",
 		"--profiling=false",
-	}, opts.APIServerArgs...), opts.Detach, func(ctx context.Context) error { return httpOK(ctx, cp.Config, cp.Server+"/readyz") }); err != nil {
+	}
+	admission := "NamespaceLifecycle,ServiceAccount,PodSecurity,DefaultStorageClass,ResourceQuota,MutatingAdmissionWebhook,ValidatingAdmissionWebhook,ValidatingAdmissionPolicy"
+	if opts.RealNode == nil {
+		apiArgs = append(apiArgs,
+			// The default reconciler refuses a loopback advertise address.
+			"--endpoint-reconciler-type=none",
+			"--authorization-mode=RBAC",
+			"--enable-admission-plugins="+admission)
+	} else {
+		apiArgs = append(apiArgs,
+			// The kubernetes Service's endpoint is the bridge address, so
+			// that rest.InClusterConfig works in the node's pods.
+			"--endpoint-reconciler-type=lease",
+			"--authorization-mode=Node,RBAC",
+			// PodNodeSelector and PodTolerationRestriction: a namespace's
+			// annotations can send all its pods to the real node.
+			"--enable-admission-plugins="+admission+",NodeRestriction,PodNodeSelector,PodTolerationRestriction",
+			"--kubelet-client-certificate="+pki.kubeletClientCrt,
+			"--kubelet-client-key="+pki.kubeletClientKey,
+			"--kubelet-preferred-address-types=InternalIP,Hostname",
+			// Webhook Services are called at their endpoints' addresses, as
+			// the API server has no kube-proxy of its own to go through.
+			"--enable-aggregator-routing=true")
+	}
+	if err := cp.start(ctx, "kube-apiserver", bins.path("kube-apiserver"), append(apiArgs, opts.APIServerArgs...), opts.Detach, func(ctx context.Context) error { return httpOK(ctx, cp.Config, cp.Server+"/readyz") }); err != nil {
 		return nil, err
 	}
 
@@ -214,6 +277,13 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 			"--secure-port=0",
 			"--leader-elect=false",
 		}, opts.Detach, nil); err != nil {
+			return nil, err
+		}
+	}
+
+	if opts.RealNode != nil {
+		cp.Node.KubeProxy = bins.nodePath("kube-proxy")
+		if err := cp.startRealNode(ctx, bins, *opts.RealNode, tokens, pki.caCert); err != nil {
 			return nil, err
 		}
 	}
@@ -357,6 +427,10 @@ func (cp *ControlPlane) Stop() error {
 		_ = cp.watchdog.stop(time.Second)
 		cp.watchdog = nil
 	}
+	if cp.Node != nil {
+		// While the API server still runs: the kubelet tears its pods down.
+		cp.drainNode(45 * time.Second)
+	}
 	var errs []error
 	for i := len(cp.Processes) - 1; i >= 0; i-- {
 		p := cp.Processes[i]
@@ -364,6 +438,11 @@ func (cp *ControlPlane) Stop() error {
 			errs = append(errs, err)
 		}
 		_ = os.Remove(filepath.Join(cp.Dir, "pids", p.Name))
+	}
+	if cp.Node != nil {
+		if err := cp.cleanUpNode(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if cp.ownsDir && len(errs) == 0 {
 		if err := os.RemoveAll(cp.Dir); err != nil {
