@@ -84,7 +84,7 @@ func RealNodeMissing() []string {
 	if os.Geteuid() != 0 {
 		missing = append(missing, "root (the kubelet, the runtime and the network need it)")
 	}
-	for _, bin := range []string{"containerd", "containerd-shim-runc-v2", "runc", "ctr", "iptables", "ip"} {
+	for _, bin := range []string{"containerd", "containerd-shim-runc-v2", "runc", "ctr", "iptables", "ip6tables", "ip"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			missing = append(missing, bin)
 		}
@@ -110,6 +110,13 @@ func (cp *ControlPlane) setUpNodeNetwork() error {
 	}
 	steps = append(steps, guardRules("-A")...)
 	steps = append(steps,
+		// Pods have no IPv6 address of their own, but the bridge carries
+		// link-local IPv6: none of it is forwarded off the bridge either.
+		[]string{"ip6tables", "-w", "-N", GuardChain},
+		[]string{"ip6tables", "-w", "-A", GuardChain, "-i", Bridge, "-o", Bridge, "-j", "RETURN"},
+		[]string{"ip6tables", "-w", "-A", GuardChain, "-i", Bridge, "-m", "comment", "--comment", GuardLeaving, "-j", "DROP"},
+		[]string{"ip6tables", "-w", "-A", GuardChain, "-o", Bridge, "-m", "comment", "--comment", GuardEntering, "-j", "DROP"},
+		[]string{"ip6tables", "-w", "-I", "FORWARD", "1", "-j", GuardChain},
 		// Inserted first, so nothing earlier on FORWARD or OUTPUT accepts a
 		// packet the guard would drop.
 		[]string{"iptables", "-w", "-I", "FORWARD", "1", "-j", GuardChain},
@@ -377,6 +384,8 @@ func (cp *ControlPlane) cleanUpNode() error {
 		// kube-proxy removes its own chains.
 		_ = exec.Command(cp.Node.KubeProxy, "--cleanup").Run()
 	}
+	// The kubelet's (KUBE-FIREWALL, KUBE-KUBELET-CANARY, ...) it leaves.
+	removeKubeChains()
 	for _, s := range [][]string{
 		{"iptables", "-w", "-D", "FORWARD", "-j", GuardChain},
 		{"iptables", "-w", "-D", "OUTPUT", "-j", GuardHostChain},
@@ -384,6 +393,9 @@ func (cp *ControlPlane) cleanUpNode() error {
 		{"iptables", "-w", "-X", GuardChain},
 		{"iptables", "-w", "-F", GuardHostChain},
 		{"iptables", "-w", "-X", GuardHostChain},
+		{"ip6tables", "-w", "-D", "FORWARD", "-j", GuardChain},
+		{"ip6tables", "-w", "-F", GuardChain},
+		{"ip6tables", "-w", "-X", GuardChain},
 		{"ip", "route", "del", ServiceCIDR, "dev", Bridge},
 	} {
 		_ = run(s...) // absent already is fine; Leftovers is the check
@@ -411,6 +423,67 @@ func (cp *ControlPlane) cleanUpNode() error {
 	return errors.Join(errs...)
 }
 
+// removeKubeChains removes, in both address families and every table, the
+// rules that jump to a KUBE-* chain and then those chains. Only one real
+// node runs on a machine, so every such chain is the node's.
+func removeKubeChains() {
+	for _, ipt := range []string{"iptables", "ip6tables"} {
+		for _, table := range []string{"filter", "nat", "mangle"} {
+			out, err := exec.Command(ipt, "-w", "-t", table, "-S").Output()
+			if err != nil {
+				continue
+			}
+			var chains []string
+			for _, line := range strings.Split(string(out), "\n") {
+				f := strings.Fields(line)
+				switch {
+				case len(f) == 2 && f[0] == "-N" && strings.HasPrefix(f[1], "KUBE-"):
+					chains = append(chains, f[1])
+				case len(f) > 2 && f[0] == "-A" && !strings.HasPrefix(f[1], "KUBE-") && strings.Contains(line, " -j KUBE-"):
+					// iptables -S quotes what needs it; the rules kube
+					// components write have no spaces inside a value but
+					// comments, which -S quotes: unquote simply.
+					args := append([]string{"-w", "-t", table, "-D"}, splitRule(line)[1:]...)
+					_ = exec.Command(ipt, args...).Run()
+				}
+			}
+			for _, c := range chains {
+				_ = exec.Command(ipt, "-w", "-t", table, "-F", c).Run()
+			}
+			for _, c := range chains {
+				_ = exec.Command(ipt, "-w", "-t", table, "-X", c).Run()
+			}
+		}
+	}
+}
+
+// splitRule splits a line of iptables -S into arguments, honouring the
+// double quotes it puts around values with spaces.
+func splitRule(line string) []string {
+	var args []string
+	var cur strings.Builder
+	quoted, have := false, false
+	for _, r := range line {
+		switch {
+		case r == '"':
+			quoted, have = !quoted, true
+		case r == ' ' && !quoted:
+			if have {
+				args = append(args, cur.String())
+				cur.Reset()
+				have = false
+			}
+		default:
+			cur.WriteRune(r)
+			have = true
+		}
+	}
+	if have {
+		args = append(args, cur.String())
+	}
+	return args
+}
+
 // NodeLeftovers lists what of a real node is still on this machine:
 // processes, mounts, cgroups, iptables chains, the route and the bridge.
 // Empty after a clean stop; dir is the node's state directory ("" to skip
@@ -426,14 +499,16 @@ func NodeLeftovers(dir string) []string {
 	for _, c := range kubepodsCgroups() {
 		left = append(left, "cgroup "+c)
 	}
-	for _, table := range []string{"filter", "nat", "mangle"} {
-		out, err := exec.Command("iptables", "-w", "-t", table, "-S").Output()
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(out), "\n") {
-			if f := strings.Fields(line); len(f) == 2 && f[0] == "-N" && (strings.HasPrefix(f[1], "HANDROLL-") || strings.HasPrefix(f[1], "KUBE-")) {
-				left = append(left, "iptables chain "+table+"/"+f[1])
+	for _, ipt := range []string{"iptables", "ip6tables"} {
+		for _, table := range []string{"filter", "nat", "mangle"} {
+			out, err := exec.Command(ipt, "-w", "-t", table, "-S").Output()
+			if err != nil {
+				continue
+			}
+			for _, line := range strings.Split(string(out), "\n") {
+				if f := strings.Fields(line); len(f) == 2 && f[0] == "-N" && (strings.HasPrefix(f[1], "HANDROLL-") || strings.HasPrefix(f[1], "KUBE-")) {
+					left = append(left, ipt+" chain "+table+"/"+f[1])
+				}
 			}
 		}
 	}
@@ -580,7 +655,7 @@ func run(args ...string) error {
 type nodeTokens struct{ kubelet, proxy string }
 
 // The node components' configuration files. Each value is one this machine
-// needs; DESIGN facts behind them are in docs/real-node.md.
+// needs; docs/real-node.md says why.
 const (
 	// %s: kubeconfig, hostname; %s cluster CIDR; %d healthz and metrics
 	// ports (loopback); %s the node address NodePorts are limited to.
