@@ -39,9 +39,10 @@ verify-fmt: ## Fail if any Go file is not gofmt-formatted.
 	if [[ -n "$$out" ]]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 .PHONY: verify-vet
-verify-vet: ## Run go vet on the main module and the controller-runtime twin.
+verify-vet: ## Run go vet on the main module, the controller-runtime twin and hack/image.
 	$(GO) vet ./...
 	$(GO) -C hack/compare vet ./...
+	$(GO) -C hack/image vet ./...
 
 .PHONY: verify-codegen
 verify-codegen: ## Fail if generated code or the CRD is out of date (or was edited by hand).
@@ -61,11 +62,77 @@ verify-deps: ## Fail if the main module (tests included) depends on controller-r
 build: ## Build bin/handroll (static).
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/handroll ./cmd/handroll
 
-IMAGE ?= handroll:dev
+# The operator's image reference: `make image` tags its archive with it,
+# `make docker-build` and `make docker-push` build and push it, and `make
+# deploy` runs it. Name a registry host (localhost/ for the local node):
+# containerd keeps names as given, and the kubelet asks for the full one.
+IMG ?= localhost/handroll:dev
 
+# The Dockerfile builds from the sources in a Go builder stage for the
+# target platform (docker buildx build --platform linux/amd64,linux/arm64
+# for both), then copies the binary onto an empty base.
 .PHONY: docker-build
-docker-build: build ## Build the image $(IMAGE) from bin/handroll (needs a container engine).
-	docker build -t $(IMAGE) .
+docker-build: ## Build the image IMG (default localhost/handroll:dev) with Docker, from the sources (multi-stage Dockerfile).
+	docker build --build-arg VERSION=$(VERSION) -t $(IMG) .
+
+.PHONY: docker-push
+docker-push: ## Push the image IMG with Docker (IMG must name your registry).
+	docker push $(IMG)
+
+##@ Image
+
+# Images built without a container engine (hack/image): static binaries on
+# an empty base, one per platform, in a multi-platform OCI archive that
+# `ctr images import` reads, in .local/image/. Every timestamp in an image
+# is SOURCE_DATE_EPOCH, by default the commit time of HEAD, so that the same
+# commit (clean tree, same Go) gives the same digest.
+IMAGE_DIR          := .local/image
+IMAGE_PLATFORMS    ?= linux/amd64 linux/arm64
+SOURCE_DATE_EPOCH  ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+# The test images run on the local node only: this machine's architecture.
+TEST_IMAGE_PLATFORMS ?= linux/$(shell $(GO) env GOARCH)
+PAUSE_IMG          ?= localhost/handroll-pause:1
+DEMO_IMG           ?= localhost/handroll-demo:1
+CONTAINERD_ADDRESS ?= /run/handroll-node/containerd.sock
+LOAD_ARCHIVE       ?= $(IMAGE_DIR)/handroll.tar
+
+# $(call build-image,NAME,PACKAGE,PLATFORMS,TAG,LDFLAGS): build the static
+# bin/NAME-OS-ARCH of PACKAGE for each platform, then $(IMAGE_DIR)/NAME.tar
+# holding /NAME, tagged TAG; prints its digest last. hack/image runs in its
+# own module's directory, hence the absolute paths.
+define build-image
+	@for p in $(3); do \
+	  cmd=(env CGO_ENABLED=0 GOOS="$${p%%/*}" GOARCH="$${p#*/}" $(GO) build -trimpath -ldflags '$(5)' -o "bin/$(1)-$${p//\//-}" $(2)); \
+	  echo "$${cmd[*]}"; "$${cmd[@]}"; \
+	done
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) -C hack/image run . --name $(1) --tag $(4) \
+	  $(foreach p,$(3),--binary $(p)=$(CURDIR)/bin/$(1)-$(subst /,-,$(p))) --out $(CURDIR)/$(IMAGE_DIR)/$(1).tar
+endef
+
+.PHONY: image
+image: ## Build the image IMG for linux/amd64 and linux/arm64 into .local/image/handroll.tar, no container engine needed; prints its digest.
+	$(call build-image,handroll,./cmd/handroll,$(IMAGE_PLATFORMS),$(IMG),$(LDFLAGS))
+
+.PHONY: image-pause
+image-pause: ## Build the local node's sandbox image localhost/handroll-pause:1 into .local/image/pause.tar (this machine's architecture only).
+	$(call build-image,pause,./test/images/pause,$(TEST_IMAGE_PLATFORMS),$(PAUSE_IMG),)
+
+.PHONY: image-demo
+image-demo: ## Build the demo WebApp image DEMO_IMG (localhost/handroll-demo:1) into .local/image/demo.tar (this machine's architecture only).
+	$(call build-image,demo,./test/images/demo,$(TEST_IMAGE_PLATFORMS),$(DEMO_IMG),)
+
+.PHONY: test-images
+test-images: image-pause image-demo ## Build both test images, pause and demo.
+
+.PHONY: image-load
+image-load: ## Import .local/image/handroll.tar (or LOAD_ARCHIVE) into the local node's containerd (CONTAINERD_ADDRESS).
+	@if [[ ! -S "$(CONTAINERD_ADDRESS)" ]]; then \
+	  echo "image-load: no containerd listens at $(CONTAINERD_ADDRESS): start the local cluster and its real node first (make cluster-up)" >&2; exit 1; \
+	fi
+	@if [[ ! -f "$(LOAD_ARCHIVE)" ]]; then \
+	  echo "image-load: $(LOAD_ARCHIVE) is missing: build it first (make image)" >&2; exit 1; \
+	fi
+	ctr --address $(CONTAINERD_ADDRESS) -n k8s.io images import --all-platforms $(LOAD_ARCHIVE)
 
 ##@ Test
 

@@ -1,0 +1,14 @@
+// make image: the handroll image built without a container engine, in a
+// module of its own so that the main module's dependency graph holds only
+// what handroll runs with.
+module github.com/handroll/handroll/hack/image
+
+go 1.26.0
+
+require github.com/google/go-containerregistry v0.22.1
+
+require (
+	github.com/klauspost/compress v1.19.2 // indirect
+	github.com/opencontainers/go-digest v1.0.0 // indirect
+	github.com/opencontainers/image-spec v1.1.1 // indirect
+)
