@@ -50,6 +50,8 @@ func TestMain(m *testing.M) {
 	}
 	cfg := rest.CopyConfig(cluster.Config)
 	cfg.QPS, cfg.Burst = 100, 200
+	// The writers make hundreds of WebApps without resources on purpose.
+	cfg.WarningHandler = rest.NoWarnings{}
 	kube = kubernetes.NewForConfigOrDie(cfg)
 	handrollClient = versioned.NewForConfigOrDie(cfg)
 	os.Exit(m.Run())
