@@ -178,6 +178,19 @@ fuzz: ## Fuzz each target for FUZZTIME (default 60s; a count such as 5000x works
 test-chaos: testbin ## Run the fault tests (test/chaos: crashes, API server and etcd outages, partitions, throttling); minutes, not part of make test.
 	HANDROLL_CHAOS=1 KUBEBUILDER_ASSETS="$$(hack/testbin.sh path | tail -n 1)" $(GO) test -timeout 30m -count=1 -v ./test/chaos/
 
+# The real node needs root and the Debian packages that
+# hack/install-node-packages.sh installs; where they cannot be had, the
+# target says so and passes without running anything.
+.PHONY: test-real
+test-real: testbin ## Run handroll in real containers on the local cluster's real node (test/real: make deploy, rollout, kill, egress guard); starts the cluster if needed.
+	@if ! hack/install-node-packages.sh; then \
+	  echo "test-real: SKIPPED: the container runtime cannot be installed on this machine (root and apt-get are needed)"; exit 0; \
+	fi; \
+	$(MAKE) --no-print-directory cluster-up REAL_NODE=true && \
+	$(MAKE) --no-print-directory image-demo && \
+	$(MAKE) --no-print-directory image-load LOAD_ARCHIVE=$(IMAGE_DIR)/demo.tar && \
+	HANDROLL_REAL=1 $(GO) test -count=1 -v -timeout 30m ./test/real/
+
 .PHONY: test-twin
 test-twin: testbin ## Run handroll's behaviour scenarios against the controller-runtime twin (hack/compare).
 	hack/compare/test-twin.sh
@@ -198,9 +211,21 @@ test-unit: ## Run only the tests that need no control plane.
 
 CLUSTER := $(GO) run ./hack/cluster
 
+# REAL_NODE: auto starts the real node real-0 where this machine can run
+# containers (root; hack/install-node-packages.sh installs the runtime),
+# true fails where it cannot, false starts fake nodes only.
+REAL_NODE ?= auto
+
 .PHONY: cluster-up
-cluster-up: testbin ## Start the local cluster in the background (reuses a running one); kubeconfig in .local/kubeconfig.
-	KUBEBUILDER_ASSETS="$$(hack/testbin.sh path | tail -n 1)" $(CLUSTER) up
+cluster-up: testbin ## Start the local cluster in the background (reuses a running one), with a real node where the machine can; kubeconfig in .local/kubeconfig.
+	@if [[ "$(REAL_NODE)" != false ]]; then $(MAKE) --no-print-directory node-prerequisites || [[ "$(REAL_NODE)" == auto ]]; fi
+	KUBEBUILDER_ASSETS="$$(hack/testbin.sh path | tail -n 1)" $(CLUSTER) --real-node=$(REAL_NODE) up
+
+.PHONY: node-prerequisites
+node-prerequisites: ## Install the real node's Debian packages (as root), build kubelet and kube-proxy, and the sandbox image.
+	hack/install-node-packages.sh
+	hack/testbin.sh node
+	@$(MAKE) --no-print-directory image-pause
 
 .PHONY: cluster-down
 cluster-down: ## Stop every process of the local cluster and remove its state.
@@ -209,6 +234,34 @@ cluster-down: ## Stop every process of the local cluster and remove its state.
 .PHONY: cluster-status
 cluster-status: ## Say what of the local cluster runs.
 	$(CLUSTER) status
+
+.PHONY: cluster-leftovers
+cluster-leftovers: ## Fail if a local cluster left a process, mount, cgroup, rule, route or bridge on this machine.
+	$(CLUSTER) leftovers
+
+##@ Deploy
+
+# Without KUBECONFIG: the local cluster (started if needed), the image built
+# with `make image` and loaded into its real node, manifests/local. With
+# KUBECONFIG: that cluster and manifests/default; IMG must be pullable there
+# (make docker-build docker-push IMG=...). KUSTOMIZE_DIR overrides the base.
+.PHONY: deploy
+deploy: ## Install handroll with the image IMG: on the local cluster's real node, or on KUBECONFIG's cluster.
+ifneq ($(strip $(KUBECONFIG)),)
+	hack/deploy.sh deploy "$(or $(KUSTOMIZE_DIR),manifests/default)" "$(IMG)"
+else
+	@$(MAKE) --no-print-directory cluster-up REAL_NODE=true
+	@$(MAKE) --no-print-directory image image-load
+	KUBECONFIG="$(LOCAL_KUBECONFIG)" hack/deploy.sh deploy "$(or $(KUSTOMIZE_DIR),manifests/local)" "$(IMG)"
+endif
+
+.PHONY: undeploy
+undeploy: ## Remove what deploy installed (the CRD and so every WebApp, too): no pod, Lease, Secret or webhook configuration is left.
+ifneq ($(strip $(KUBECONFIG)),)
+	hack/deploy.sh undeploy "$(or $(KUSTOMIZE_DIR),manifests/default)" "$(IMG)"
+else
+	KUBECONFIG="$(LOCAL_KUBECONFIG)" hack/deploy.sh undeploy "$(or $(KUSTOMIZE_DIR),manifests/local)" "$(IMG)"
+endif
 
 ##@ Run
 

@@ -100,8 +100,18 @@ func RealNodeMissing() []string {
 // setUpNodeNetwork makes the bridge and installs the egress guard. It runs
 // before any component starts, so no pod ever runs without the guard.
 func (cp *ControlPlane) setUpNodeNetwork() error {
-	if out, _ := exec.Command("ip", "link", "show", Bridge).CombinedOutput(); len(out) > 0 && !strings.Contains(string(out), "does not exist") {
-		return fmt.Errorf("the bridge %s exists already: another real node runs on this machine, or one was not brought down (make cluster-down)", Bridge)
+	if left := NodeLeftovers(""); len(left) > 0 {
+		// A runtime that answers is a real node in use; without one, these
+		// are the remains of a node whose processes were killed (a reboot
+		// of the processes, not of the machine, or a stop that never ran).
+		if exec.Command("ctr", "--address", ContainerdAddress, "version").Run() == nil {
+			return fmt.Errorf("another real node runs on this machine (its runtime answers at %s); bring it down first (make cluster-down)", ContainerdAddress)
+		}
+		cp.logf("removing what an earlier real node left: %s", strings.Join(left, "; "))
+		stale := &ControlPlane{Node: &NodeState{}}
+		if err := stale.cleanUpNode(); err != nil {
+			return err
+		}
 	}
 	steps := [][]string{
 		{"ip", "link", "add", Bridge, "type", "bridge"},
