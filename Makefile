@@ -153,6 +153,7 @@ TEST_FLAGS ?= -race -count=1 -p 2 -timeout 30m
 .PHONY: test
 test: testbin ## Run unit, integration and end-to-end tests (with -race), then a short fuzz of each target (builds the control plane first if needed).
 	KUBEBUILDER_ASSETS="$$(hack/testbin.sh path | tail -n 1)" $(GO) test $(TEST_FLAGS) ./...
+	$(GO) -C hack/image test -count=1 ./...
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
 
 # Go fuzz targets, as package:target. `go test` runs their committed seed

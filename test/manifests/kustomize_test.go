@@ -413,3 +413,39 @@ func checkWebhook(t *testing.T, what string, w webhook, service, path string) {
 		}
 	}
 }
+
+// TestLocalBuilds: manifests/local is manifests/default with the operator's
+// pods sent to the local cluster's real node, and nothing else changed.
+func TestLocalBuilds(t *testing.T) {
+	kubectl := kubectlPath(t)
+	def, local := kustomize(t, kubectl, "default"), kustomize(t, kubectl, "local")
+	for key, u := range def {
+		l, ok := local[key]
+		if !ok {
+			t.Errorf("manifests/local has no %s", key)
+			continue
+		}
+		if key != "Deployment handroll-system/handroll" && !apiequality.Semantic.DeepEqual(u.Object, l.Object) {
+			t.Errorf("manifests/local changes %s", key)
+		}
+	}
+	if len(local) != len(def) {
+		t.Errorf("manifests/local builds %d objects, manifests/default %d", len(local), len(def))
+	}
+	d := get[appsv1.Deployment](t, local, "Deployment handroll-system/handroll")
+	spec := d.Spec.Template.Spec
+	if spec.NodeSelector[controlplane.RealNodeLabel] != "true" {
+		t.Errorf("the Deployment's nodeSelector %v does not ask for %s=true", spec.NodeSelector, controlplane.RealNodeLabel)
+	}
+	tolerates := slices.ContainsFunc(spec.Tolerations, func(tol corev1.Toleration) bool {
+		return tol.Key == controlplane.RealNodeTaint && tol.Value == "true" && tol.Effect == corev1.TaintEffectNoSchedule
+	})
+	if !tolerates {
+		t.Errorf("the Deployment's tolerations %v do not tolerate %s=true:NoSchedule", spec.Tolerations, controlplane.RealNodeTaint)
+	}
+	want := get[appsv1.Deployment](t, def, "Deployment handroll-system/handroll")
+	want.Spec.Template.Spec.NodeSelector, want.Spec.Template.Spec.Tolerations = spec.NodeSelector, spec.Tolerations
+	if !apiequality.Semantic.DeepEqual(want, d) {
+		t.Errorf("manifests/local changes the Deployment beyond its nodeSelector and tolerations")
+	}
+}
