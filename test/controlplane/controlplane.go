@@ -144,6 +144,9 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	if opts.RealNode != nil {
 		apiHost = NodeIP
 		extraIPs = []net.IP{net.ParseIP(NodeIP), net.ParseIP(kubernetesServiceIP)}
+		if err := cp.claimNode(); err != nil {
+			return nil, err
+		}
 		cp.Node = &NodeState{Dir: filepath.Join(cp.Dir, "node"), Sysctls: map[string]string{}}
 		if err := cp.setUpNodeNetwork(); err != nil {
 			return nil, err

@@ -97,22 +97,27 @@ func RealNodeMissing() []string {
 	return missing
 }
 
+// claimNode makes sure no other real node runs on this machine, and
+// removes what a dead one left. It runs before cp.Node is set, so that a
+// failure here never has Stop undo another node's network.
+func (cp *ControlPlane) claimNode() error {
+	left := NodeLeftovers("")
+	if len(left) == 0 {
+		return nil
+	}
+	// A runtime that answers is a real node in use; without one, these are
+	// the remains of a node whose processes were killed without a stop.
+	if exec.Command("ctr", "--address", ContainerdAddress, "version").Run() == nil {
+		return fmt.Errorf("another real node runs on this machine (its runtime answers at %s); bring it down first (make cluster-down)", ContainerdAddress)
+	}
+	cp.logf("removing what an earlier real node left: %s", strings.Join(left, "; "))
+	stale := &ControlPlane{Node: &NodeState{}}
+	return stale.cleanUpNode()
+}
+
 // setUpNodeNetwork makes the bridge and installs the egress guard. It runs
 // before any component starts, so no pod ever runs without the guard.
 func (cp *ControlPlane) setUpNodeNetwork() error {
-	if left := NodeLeftovers(""); len(left) > 0 {
-		// A runtime that answers is a real node in use; without one, these
-		// are the remains of a node whose processes were killed (a reboot
-		// of the processes, not of the machine, or a stop that never ran).
-		if exec.Command("ctr", "--address", ContainerdAddress, "version").Run() == nil {
-			return fmt.Errorf("another real node runs on this machine (its runtime answers at %s); bring it down first (make cluster-down)", ContainerdAddress)
-		}
-		cp.logf("removing what an earlier real node left: %s", strings.Join(left, "; "))
-		stale := &ControlPlane{Node: &NodeState{}}
-		if err := stale.cleanUpNode(); err != nil {
-			return err
-		}
-	}
 	steps := [][]string{
 		{"ip", "link", "add", Bridge, "type", "bridge"},
 		{"ip", "addr", "add", NodeIP + "/24", "dev", Bridge},

@@ -310,14 +310,20 @@ func containerID(t *testing.T, p corev1.Pod, container string) string {
 
 func leaseHolder(t *testing.T) string {
 	t.Helper()
+	return waitLeaseHolder(t, "the Lease has a holder", func(string) bool { return true })
+}
+
+// waitLeaseHolder waits until the Lease has a holder that ok accepts.
+func waitLeaseHolder(t *testing.T, what string, ok func(holder string) bool) string {
+	t.Helper()
 	var holder string
-	eventually(t, "the Lease has a holder", 60*time.Second, func(ctx context.Context) (bool, error) {
+	eventually(t, what, 60*time.Second, func(ctx context.Context) (bool, error) {
 		l, err := kube.CoordinationV1().Leases(operatorNamespace).Get(ctx, leaseName, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
 		holder = ptr.Deref(l.Spec.HolderIdentity, "")
-		return holder != "", nil
+		return holder != "" && ok(holder), nil
 	})
 	return holder
 }
@@ -654,15 +660,7 @@ func checkLeaderKilled(t *testing.T) {
 	}
 	t.Logf("%d writes were refused while the killed replica's address was still an endpoint (%s after the kill)", refused, time.Since(killed).Round(time.Millisecond))
 
-	var newHolder string
-	eventually(t, "another replica process takes the Lease", 60*time.Second, func(ctx context.Context) (bool, error) {
-		l, err := kube.CoordinationV1().Leases(operatorNamespace).Get(ctx, leaseName, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		newHolder = ptr.Deref(l.Spec.HolderIdentity, "")
-		return newHolder != "" && newHolder != holder, nil
-	})
+	newHolder := waitLeaseHolder(t, "another replica process takes the Lease", func(h string) bool { return h != holder })
 	took := time.Since(killed)
 	l := getLease(t)
 	// The lease expires a lease duration after the standby last saw it
