@@ -15,26 +15,23 @@ var binaryNames = []string{"etcd", "kube-apiserver", "kube-controller-manager", 
 // binaries is a directory holding the control plane's binaries, and kwok's
 // stage configs.
 type binaries struct {
-	dir     string
-	nodeDir string // kubelet and kube-proxy, found on first use
-	stages  []string
+	dir    string
+	stages []string
 }
 
 func (b *binaries) path(name string) string { return filepath.Join(b.dir, name) }
 
-// nodePath is the path of a real node's binary (kubelet, kube-proxy): in
-// the control plane's directory when it has it, else built by
+// nodeBinaries returns the paths of a real node's kubelet and kube-proxy:
+// in the control plane's directory when it has them, else built by
 // `hack/testbin.sh node-path` on first use.
-func (b *binaries) nodePath(name string) string {
-	if b.nodeDir == "" {
-		b.nodeDir = b.dir
-		if !isExecutable(filepath.Join(b.dir, name)) {
-			if dir, err := testbin("node-path"); err == nil {
-				b.nodeDir = dir
-			}
+func (b *binaries) nodeBinaries() (kubelet, kubeProxy string, err error) {
+	dir := b.dir
+	if !isExecutable(filepath.Join(dir, "kubelet")) || !isExecutable(filepath.Join(dir, "kube-proxy")) {
+		if dir, err = testbin("node-path"); err != nil {
+			return "", "", err
 		}
 	}
-	return filepath.Join(b.nodeDir, name)
+	return filepath.Join(dir, "kubelet"), filepath.Join(dir, "kube-proxy"), nil
 }
 
 func isExecutable(path string) bool {

@@ -285,7 +285,6 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	}
 
 	if opts.RealNode != nil {
-		cp.Node.KubeProxy = bins.nodePath("kube-proxy")
 		if err := cp.startRealNode(ctx, bins, *opts.RealNode, tokens, pki.caCert); err != nil {
 			return nil, err
 		}

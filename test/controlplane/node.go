@@ -123,7 +123,7 @@ func (cp *ControlPlane) setUpNodeNetwork() error {
 		{"ip", "addr", "add", NodeIP + "/24", "dev", Bridge},
 		{"ip", "link", "set", Bridge, "up"},
 	}
-	steps = append(steps, guardRules("-A")...)
+	steps = append(steps, guardRules()...)
 	steps = append(steps,
 		// Pods have no IPv6 address of their own, but the bridge carries
 		// link-local IPv6: none of it is forwarded off the bridge either.
@@ -159,9 +159,10 @@ func (cp *ControlPlane) setUpNodeNetwork() error {
 	return nil
 }
 
-// guardRules are the guard's chains and rules (op "-A"); every drop has a
-// comment, which is how GuardCounters names it.
-func guardRules(op string) [][]string {
+// guardRules are the guard's chains and rules; every drop has a comment,
+// which is how GuardCounters names it.
+func guardRules() [][]string {
+	const op = "-A"
 	ipt := func(chain, comment string, match ...string) []string {
 		r := append([]string{"iptables", "-w", op, chain}, match...)
 		return append(r, "-m", "comment", "--comment", comment, "-j", "DROP")
@@ -235,6 +236,11 @@ func (cp *ControlPlane) setSysctl(key, value string) error {
 // order: Services route before the first pod), imports the pause image and
 // waits until the node is Ready.
 func (cp *ControlPlane) startRealNode(ctx context.Context, bins *binaries, opts RealNodeOptions, tokens nodeTokens, caCert string) error {
+	kubelet, kubeProxy, err := bins.nodeBinaries()
+	if err != nil {
+		return err
+	}
+	cp.Node.KubeProxy = kubeProxy
 	dir := cp.Node.Dir
 	for _, sub := range []string{"containerd", "kubelet", "cni", "cni-ipam", "pod-logs"} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
@@ -259,7 +265,7 @@ func (cp *ControlPlane) startRealNode(ctx context.Context, bins *binaries, opts 
 		proxyKubeconfig, RealNodeName, clusterCIDR, ports[0], ports[1], NodeIP)), 0o600); err != nil {
 		return err
 	}
-	if err := cp.start(ctx, "kube-proxy", bins.nodePath("kube-proxy"), []string{"--config=" + proxyConfig}, true, nil); err != nil {
+	if err := cp.start(ctx, "kube-proxy", kubeProxy, []string{"--config=" + proxyConfig}, true, nil); err != nil {
 		return err
 	}
 
@@ -299,7 +305,7 @@ func (cp *ControlPlane) startRealNode(ctx context.Context, bins *binaries, opts 
 		NodeIP, caCert, "unix://"+ContainerdAddress, filepath.Join(dir, "pod-logs"), RealNodeTaint)), 0o600); err != nil {
 		return err
 	}
-	if err := cp.start(ctx, "kubelet", bins.nodePath("kubelet"), []string{
+	if err := cp.start(ctx, "kubelet", kubelet, []string{
 		"--config=" + kubeletConfig,
 		"--kubeconfig=" + kubeletKubeconfig,
 		"--root-dir=" + filepath.Join(dir, "kubelet"),

@@ -19,7 +19,7 @@ func TestSplitRule(t *testing.T) {
 // tells them apart.
 func TestGuardRulesAreNamed(t *testing.T) {
 	drops := 0
-	for _, r := range guardRules("-A") {
+	for _, r := range guardRules() {
 		if r[len(r)-1] != "DROP" {
 			continue
 		}
