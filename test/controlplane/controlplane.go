@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	mathrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -553,6 +554,11 @@ func httpOK(ctx context.Context, cfg *rest.Config, url string) error {
 
 // freePorts returns n distinct free loopback ports. All listeners are held
 // until every port is chosen, so the n ports differ from each other.
+//
+// The ports come from below the kernel's ephemeral range: a port the
+// kernel picks for ":0" is one it may also give, a moment later, to some
+// process's outgoing connection, and the component that then binds it
+// fails with "address already in use".
 func freePorts(n int) ([]int, error) {
 	var ports []int
 	var ls []net.Listener
@@ -561,15 +567,47 @@ func freePorts(n int) ([]int, error) {
 			_ = l.Close()
 		}
 	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	low, high := portRange()
+	for tries := 0; len(ports) < n; tries++ {
+		if tries == 1000 {
+			return nil, fmt.Errorf("no free loopback port in %d-%d", low, high)
+		}
+		port := low + mathrand.IntN(high-low)
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
 		if err != nil {
-			return nil, err
+			continue
 		}
 		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		ports = append(ports, port)
 	}
 	return ports, nil
+}
+
+// FreePort is one port as freePorts chooses them, for a server a test
+// starts on loopback.
+func FreePort() (int, error) {
+	ports, err := freePorts(1)
+	if err != nil {
+		return 0, err
+	}
+	return ports[0], nil
+}
+
+// portRange is where freePorts chooses: from 10000 up to the start of
+// the ephemeral range (net.ipv4.ip_local_port_range).
+func portRange() (low, high int) {
+	low, high = 10000, 32768
+	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return low, high
+	}
+	f := strings.Fields(string(data))
+	if len(f) == 2 {
+		if first, err := strconv.Atoi(f[0]); err == nil && first > low+1000 {
+			high = first
+		}
+	}
+	return low, high
 }
 
 func randomToken() (string, error) {

@@ -3,6 +3,7 @@ package real
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,18 +12,20 @@ import (
 	"github.com/handroll/handroll/test/operator"
 )
 
-// journalCollector copies every operator replica's reconcile journal from
-// the node (the emptyDir under the kubelet's pod directory) every 100 ms,
-// since a pod's emptyDir goes with the pod.
+// journalCollector copies every operator replica's reconcile journal (the
+// emptyDir under the kubelet's pod directory) and container log (the
+// kubelet's pod log directory) from the node every 100 ms, since both go
+// with the pod.
 type journalCollector struct {
 	mu    sync.Mutex
-	files map[string][]byte // by path on the node: the longest content seen
+	files map[string][]byte // journals, by path on the node: the longest content seen
+	logs  map[string][]byte // container logs, likewise
 	quit  chan struct{}
 	done  chan struct{}
 }
 
 func newJournalCollector() *journalCollector {
-	return &journalCollector{files: map[string][]byte{}, quit: make(chan struct{}), done: make(chan struct{})}
+	return &journalCollector{files: map[string][]byte{}, logs: map[string][]byte{}, quit: make(chan struct{}), done: make(chan struct{})}
 }
 
 func (c *journalCollector) start() {
@@ -52,7 +55,11 @@ func (c *journalCollector) stop() {
 }
 
 func (c *journalCollector) collect() {
-	pattern := filepath.Join(cluster.Node.Dir, "kubelet", "pods", "*", "volumes", "kubernetes.io~empty-dir", "journal", filepath.Base(journalPath))
+	c.copy(c.files, filepath.Join(cluster.Node.Dir, "kubelet", "pods", "*", "volumes", "kubernetes.io~empty-dir", "journal", filepath.Base(journalPath)))
+	c.copy(c.logs, filepath.Join(cluster.Node.Dir, "pod-logs", operatorNamespace+"_*", "manager", "*.log"))
+}
+
+func (c *journalCollector) copy(into map[string][]byte, pattern string) {
 	paths, _ := filepath.Glob(pattern)
 	for _, p := range paths {
 		data, err := os.ReadFile(p)
@@ -60,11 +67,35 @@ func (c *journalCollector) collect() {
 			continue
 		}
 		c.mu.Lock()
-		if len(data) > len(c.files[p]) {
-			c.files[p] = data
+		if len(data) > len(into[p]) {
+			into[p] = data
 		}
 		c.mu.Unlock()
 	}
+}
+
+// logged returns when pod's manager container first wrote a line holding
+// text, from the runtime's own timestamp on the line.
+func (c *journalCollector) logged(pod, text string) (time.Time, bool) {
+	c.collect()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for path, data := range c.logs {
+		if !strings.Contains(path, "/"+operatorNamespace+"_"+pod+"_") {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if !strings.Contains(line, text) {
+				continue
+			}
+			// CRI log format: <RFC 3339 time> <stream> <tag> <line>.
+			at, err := time.Parse(time.RFC3339Nano, strings.SplitN(line, " ", 2)[0])
+			if err == nil {
+				return at, true
+			}
+		}
+	}
+	return time.Time{}, false
 }
 
 // entries parses what was collected, one replica process per file.

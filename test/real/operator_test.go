@@ -555,16 +555,11 @@ func eventuallyUpdate(t *testing.T, ns, name string, change func(*handrollv1.Web
 // checkRollingUpdate rolls the operator to a new image tag while a writer
 // creates and updates WebApps every 100 ms.
 func checkRollingUpdate(t *testing.T, overlay string, journals *journalCollector) {
-	ctx := context.Background()
 	ns := realNamespace(t, "rollout", nil)
 	oldPods := operatorPods(t, 2)
 	oldLeader := leaseHolder(t)
 
 	w := startWriter(t, ns)
-	// The old leader's SIGTERM is sent as soon as the kubelet sees its
-	// deletion; the test sees that deletion through a watch.
-	terminated := make(chan time.Time, 1)
-	go watchDeletion(ctx, strings.SplitN(oldLeader, "_", 2)[0], terminated)
 
 	began := time.Now()
 	makeTarget(t, "deploy", "IMG="+secondImage, "KUSTOMIZE_DIR="+overlay)
@@ -589,11 +584,10 @@ func checkRollingUpdate(t *testing.T, overlay string, journals *journalCollector
 		t.Errorf("only %d writes during the rollout", writes)
 	}
 
-	var sigterm time.Time
-	select {
-	case sigterm = <-terminated:
-	case <-time.After(5 * time.Second):
-		t.Fatalf("never saw the old leader %s deleted", oldLeader)
+	// The old leader's SIGTERM, as the runtime timestamped its log line.
+	sigterm, ok := journals.logged(strings.SplitN(oldLeader, "_", 2)[0], "Received a signal")
+	if !ok {
+		t.Fatalf("the old leader %s never logged its SIGTERM", oldLeader)
 	}
 	first, ok := journals.firstStartAfter(t, newLeader, sigterm)
 	if !ok {
@@ -603,19 +597,6 @@ func checkRollingUpdate(t *testing.T, overlay string, journals *journalCollector
 
 	// Every WebApp the writer made converges on the new leader.
 	waitConverged(t, ns, w.names())
-}
-
-func watchDeletion(ctx context.Context, pod string, seen chan<- time.Time) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-	defer cancel()
-	for ctx.Err() == nil {
-		p, err := kube.CoreV1().Pods(operatorNamespace).Get(ctx, pod, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) || (err == nil && p.DeletionTimestamp != nil) {
-			seen <- time.Now()
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // checkLeaderKilled SIGKILLs the leader's container through the node's
