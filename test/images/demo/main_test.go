@@ -144,20 +144,7 @@ func TestDefaultListen(t *testing.T) {
 
 // TestDial dials loopback only: a listener, and a port nobody listens on.
 func TestDial(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	ln := acceptingListener(t)
 	closed, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -192,20 +179,7 @@ func TestDial(t *testing.T) {
 // TestDialModeSummaryThenWaits runs the dial mode to its summary and checks
 // it waits for the signal (here: the context) before it returns.
 func TestDialModeSummaryThenWaits(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	ln := acceptingListener(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
@@ -232,4 +206,25 @@ func TestDialModeSummaryThenWaits(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("dial: %v", err)
 	}
+}
+
+// acceptingListener listens on loopback and accepts (and closes) every
+// connection until the test ends.
+func acceptingListener(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return ln
 }
