@@ -2,18 +2,29 @@
 # Applies (deploy) or deletes (undeploy) a kustomization with the operator's
 # image set to IMG, the way `kustomize edit set image` would, without
 # touching the committed manifests: the kustomization is written under
-# .local/deploy and names DIR as its base.
+# .local/deploy and names DIR as its base. render prints the same build as
+# one multi-document YAML on stdout (make build-installer), from a
+# kustomization in a temporary directory, so that it needs no cluster and
+# leaves .local/deploy alone.
 #
-# Usage: hack/deploy.sh deploy|undeploy DIR IMG
+# Usage: hack/deploy.sh deploy|undeploy|render DIR IMG
 #   KUBECTL   kubectl to use (default: kubectl on PATH, else the one
 #             hack/testbin.sh builds)
-#   KUBECONFIG the cluster (kubectl's own rules apply)
+#   KUBECONFIG the cluster (kubectl's own rules apply; not used by render)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
-cmd=${1:?usage: hack/deploy.sh deploy|undeploy DIR IMG}
-dir=${2:?usage: hack/deploy.sh deploy|undeploy DIR IMG}
-img=${3:?usage: hack/deploy.sh deploy|undeploy DIR IMG}
+usage='usage: hack/deploy.sh deploy|undeploy|render DIR IMG'
+cmd=${1:?$usage}
+dir=${2:?$usage}
+img=${3:?$usage}
+case $cmd in
+  deploy | undeploy | render) ;;
+  *)
+    echo "hack/deploy.sh: unknown command $cmd; $usage" >&2
+    exit 2
+    ;;
+esac
 
 if [[ -z ${KUBECTL:-} ]]; then
   KUBECTL=$(command -v kubectl || echo "$("$ROOT/hack/testbin.sh" path | tail -n 1)/kubectl")
@@ -28,33 +39,88 @@ elif [[ ${img##*/} == *:* ]]; then
 fi
 
 base=$(cd "$dir" && pwd -P)
+
+# write_kustomization OUT: OUT/kustomization.yaml, DIR with the image IMG.
+write_kustomization() {
+  local out=$1
+  mkdir -p "$out"
+  {
+    echo "# Written by hack/deploy.sh: $dir with the image $img."
+    echo "apiVersion: kustomize.config.k8s.io/v1beta1"
+    echo "kind: Kustomization"
+    echo "resources:"
+    echo "- $(realpath --relative-to="$out" "$base")"
+    echo "images:"
+    echo "- name: handroll"
+    echo "  newName: $name"
+    [[ -z $tag ]] || echo "  newTag: \"$tag\""
+    [[ -z $digest ]] || echo "  digest: $digest"
+  } >"$out/kustomization.yaml"
+}
+
+if [[ $cmd == render ]]; then
+  out=$(mktemp -d)
+  trap 'rm -rf "$out"' EXIT
+  write_kustomization "$out"
+  "$KUBECTL" kustomize "$out"
+  exit 0
+fi
+
 out=$ROOT/.local/deploy
-mkdir -p "$out"
-{
-  echo "# Written by hack/deploy.sh: $dir with the image $img."
-  echo "apiVersion: kustomize.config.k8s.io/v1beta1"
-  echo "kind: Kustomization"
-  echo "resources:"
-  echo "- $(realpath --relative-to="$out" "$base")"
-  echo "images:"
-  echo "- name: handroll"
-  echo "  newName: $name"
-  [[ -z $tag ]] || echo "  newTag: \"$tag\""
-  [[ -z $digest ]] || echo "  digest: $digest"
-} >"$out/kustomization.yaml"
+write_kustomization "$out"
+"$KUBECTL" kustomize "$out" >"$out/all.yaml"
+
+# split KIND...: the documents of all.yaml of those kinds ("-KIND": all but
+# those), as one stream.
+split() {
+  awk -v want="$*" '
+    BEGIN { n = split(want, w, " "); for (i = 1; i <= n; i++) if (w[i] ~ /^-/) { neg = 1; k[substr(w[i], 2)] = 1 } else k[w[i]] = 1 }
+    function flush() { if (doc != "" && ((kind in k) != neg)) printf "---\n%s", doc; doc = ""; kind = "" }
+    /^---$/ { flush(); next }
+    /^kind: / { kind = $2 }
+    { doc = doc $0 "\n" }
+    END { flush() }' "$out/all.yaml"
+}
+# The namespace the operator is installed into: the one the build creates.
+namespace=$(split Namespace | awk '/^  name: / { print $2; exit }')
+namespace=${namespace:-handroll-system}
 
 case $cmd in
   deploy)
-    "$KUBECTL" apply --server-side --field-manager=handroll-deploy --force-conflicts -k "$out"
-    "$KUBECTL" -n "${NAMESPACE:-handroll-system}" rollout status deployment/handroll --timeout="${ROLLOUT_TIMEOUT:-180s}"
+    "$KUBECTL" apply --server-side --field-manager=handroll-deploy --force-conflicts -f "$out/all.yaml"
+    "$KUBECTL" -n "$namespace" rollout status deployment/handroll --timeout="${ROLLOUT_TIMEOUT:-180s}"
     ;;
   undeploy)
-    # The operator first, so that it recreates nothing while the rest goes.
-    "$KUBECTL" -n "${NAMESPACE:-handroll-system}" delete deployment handroll --ignore-not-found --wait=true
-    "$KUBECTL" delete -k "$out" --ignore-not-found --wait=true
-    ;;
-  *)
-    echo "hack/deploy.sh: unknown command $cmd" >&2
-    exit 2
+    # In order, so that nothing is left behind and nothing waits for ever:
+    # 1. every WebApp, while the operator runs (its directory follows, the
+    #    garbage collector takes the children); a finalizer still on one
+    #    once the operator is gone (or never comes) is removed, and named;
+    # 2. the operator, so that it recreates nothing while the rest goes;
+    # 3. its webhooks, RBAC and namespace (the Lease, the Secret and the
+    #    directory go with it);
+    # 4. the CRD last.
+    if "$KUBECTL" get crd webapps.handroll.dev >/dev/null 2>&1; then
+      "$KUBECTL" delete webapps.handroll.dev --all --all-namespaces --wait=false
+      running=$("$KUBECTL" -n "$namespace" get deployment handroll -o jsonpath='{.status.availableReplicas}' 2>/dev/null || true)
+      wait_s=$([[ ${running:-0} -gt 0 ]] && echo "${UNDEPLOY_WEBAPP_TIMEOUT:-120}" || echo 10)
+      left=
+      for ((i = 0; i < wait_s; i++)); do
+        left=$("$KUBECTL" get webapps.handroll.dev --all-namespaces -o jsonpath='{range .items[*]}{.metadata.namespace}{" "}{.metadata.name}{" "}{.metadata.finalizers}{"\n"}{end}')
+        [[ -z $left ]] && break
+        sleep 1
+      done
+      if [[ -n $left ]]; then
+        echo "undeploy: $(wc -l <<<"$left") WebApp(s) still there after ${wait_s}s (the operator is not running?): removing their finalizers:"
+        while read -r ns name finalizers; do
+          echo "  $ns/$name ${finalizers:-[]}"
+          "$KUBECTL" -n "$ns" patch webapps.handroll.dev "$name" --type=merge -p '{"metadata":{"finalizers":null}}' >/dev/null || true
+        done <<<"$left"
+        "$KUBECTL" wait --for=delete webapps.handroll.dev --all --all-namespaces --timeout=60s
+      fi
+    fi
+    "$KUBECTL" -n "$namespace" delete deployment handroll --ignore-not-found --wait=true
+    split -CustomResourceDefinition | "$KUBECTL" delete -f - --ignore-not-found --wait=true
+    split CustomResourceDefinition | "$KUBECTL" delete -f - --ignore-not-found --wait=true
+    echo "undeploy: handroll is removed from namespace $namespace and the cluster."
     ;;
 esac

@@ -54,6 +54,8 @@ echo "Generating CustomResourceDefinitions into manifests/crd"
 # controller-gen has no marker for a conversion webhook. Insert the stanza as
 # the first field of the CRD's top-level spec (where a YAML encoder sorting
 # keys would put it), and fail loudly if the output is not shaped as expected.
+# The Service's namespace is a placeholder: kustomize replaces it with the
+# namespace manifests/default (or a user's overlay) installs into.
 CRD="manifests/crd/handroll.dev_webapps.yaml"
 echo "Adding the conversion webhook to ${CRD}"
 awk '
@@ -69,7 +71,7 @@ awk '
       clientConfig:
         service:
           name: handroll-webhook
-          namespace: handroll-system
+          namespace: system
           path: /convert
           port: 443
       conversionReviewVersions:

@@ -13,6 +13,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
+
+	"github.com/handroll/handroll/pkg/leader"
 )
 
 // loadConfig finds the cluster to talk to, in the order of
@@ -86,7 +88,7 @@ func (s configSources) find(kubeconfig string) (*rest.Config, string, error) {
 	tried := []string{"--kubeconfig: not set", "KUBECONFIG: not set"}
 	cfg, err := s.inCluster()
 	if err == nil {
-		return cfg, "in-cluster service account", nil
+		return cfg, inClusterSource, nil
 	}
 	tried = append(tried, "in-cluster: "+err.Error())
 	if s.home != "" {
@@ -101,6 +103,41 @@ func (s configSources) find(kubeconfig string) (*rest.Config, string, error) {
 		}
 	}
 	return nil, "", errors.New("no Kubernetes configuration found; tried " + strings.Join(tried, "; "))
+}
+
+// inClusterSource is the source findConfig names for the in-cluster
+// configuration: the process runs in a pod.
+const inClusterSource = "in-cluster service account"
+
+// resolveNamespaces fills the namespaces left empty: the operator's own is
+// the pod's (leader.DefaultNamespace), so that an install moved to another
+// namespace by kustomize needs no flag; the Lease follows it unless
+// --leader-elect-resource-namespace names another.
+func resolveNamespaces(o options) options {
+	if o.operatorNamespace == "" {
+		o.operatorNamespace = leader.DefaultNamespace()
+	}
+	if o.leader.LeaseNamespace == "" {
+		o.leader.LeaseNamespace = o.operatorNamespace
+	}
+	return o
+}
+
+// localWebhooks turns the webhooks off for a process outside the cluster
+// that was not told where the API server can call it (--webhook-url). The
+// self-managed certificates would otherwise write the cluster's webhook
+// configurations and the CRD's conversion, which the cluster's own
+// replicas serve: a local run on a shared cluster must leave them alone.
+// Certificates from files (--webhook-cert-dir) touch nothing in the
+// cluster, so they keep the server on.
+func localWebhooks(o options, inCluster bool) options {
+	if inCluster || o.webhookURL != "" || o.webhookCertDir != "" || o.webhookPort == 0 {
+		return o
+	}
+	klog.InfoS("Not serving the webhooks: running outside the cluster without --webhook-url; the cluster's webhook configurations and the CRD's conversion are left as they are",
+		"optIn", "--webhook-url=https://<address the API server reaches>:"+fmt.Sprint(o.webhookPort))
+	o.webhookPort = 0
+	return o
 }
 
 // loadKubeconfig loads and merges the files rules name, as kubectl does.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
 	"k8s.io/klog/v2"
 
 	"github.com/handroll/handroll/pkg/leader"
@@ -47,6 +48,7 @@ type options struct {
 	reconcileJournal        string
 	reconcileJournalMaxMiB  int64
 	leader                  leader.Options
+	logs                    *logsapi.LoggingConfiguration
 
 	showVersion bool
 }
@@ -78,7 +80,8 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 		"File to which every reconcile's start and end are appended as JSON lines, with this replica's leader election identity: an audit of who reconciled what, when. Empty: none.")
 	fs.Int64Var(&o.reconcileJournalMaxMiB, "reconcile-journal-max-size", 100,
 		"Size in MiB at which the reconcile journal is rotated: FILE becomes FILE.1, replacing the previous one, and a new FILE begins. 0: no cap.")
-	fs.StringVar(&o.operatorNamespace, "operator-namespace", "handroll-system", "Namespace of the operator's own objects: the webapp-directory ConfigMap.")
+	fs.StringVar(&o.operatorNamespace, "operator-namespace", "",
+		"Namespace of the operator's own objects: the Lease (unless --leader-elect-resource-namespace says otherwise), the webapp-directory ConfigMap, the certificate Secret and the webhook Service its DNS names name. Empty: the pod's own namespace (the service account's namespace file, then $POD_NAMESPACE), else "+leader.FallbackNamespace+".")
 	fs.BoolVar(&o.showVersion, "version", false, "Print the version and Go build information, then exit.")
 }
 
@@ -95,11 +98,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "handroll runs the WebApp operator (group handroll.dev).\n\nUsage:\n  handroll [flags]\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	o := options{leader: leader.DefaultOptions()}
+	o := options{leader: leader.DefaultOptions(), logs: logsapi.NewLoggingConfiguration()}
 	o.addFlags(fs)
 	o.leader.AddFlags(fs)
-	addKlogFlags(fs)
-	// kube binaries accept --log_dir and --log-dir alike.
+	// The logging flags of kube-controller-manager: --logging-format, -v,
+	// --vmodule, --log-flush-frequency and the format options; klog's
+	// file-output flags stay out (log to stderr, as a container wants).
+	logsapi.AddFlags(o.logs, fs)
+	// kube binaries accept --log_flush_frequency and --log-flush-frequency alike.
 	fs.SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
 		return pflag.NormalizedName(strings.ReplaceAll(name, "_", "-"))
 	})
@@ -118,6 +124,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "handroll: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
+	// Before anything logs: the format applies to every line. Validate first
+	// so that each error names its flag rather than a config field.
+	if errs := logsapi.Validate(o.logs, nil, nil); len(errs) > 0 {
+		for _, e := range errs {
+			fmt.Fprintf(stderr, "handroll: %s: %s\n", logFlag(e.Field), e.ErrorBody())
+		}
+		return 2
+	}
+	// No feature gate: their defaults (json on, the [Alpha] options off).
+	// Applying also makes klog slog's default, and so the log package's.
+	if err := logsapi.ValidateAndApply(o.logs, nil); err != nil {
+		fmt.Fprintf(stderr, "handroll: logging: %v\n", err)
+		return 2
+	}
 
 	// Step 2 — signals (signals.SetupSignalHandler): the first SIGINT or
 	// SIGTERM cancels ctx and starts a graceful stop; a second exits at once.
@@ -134,19 +154,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// addKlogFlags adds klog's -v and --vmodule, the two logging flags the kube
-// binaries expose; klog's file-output flags stay hidden behind their defaults
-// (log to stderr), which is what a container or a terminal wants.
-func addKlogFlags(fs *pflag.FlagSet) {
-	all := flag.NewFlagSet("klog", flag.ContinueOnError)
-	klog.InitFlags(all)
-	for _, name := range []string{"v", "vmodule"} {
-		pf := pflag.PFlagFromGoFlag(all.Lookup(name))
-		if name == "v" {
-			pf.Shorthand = "v"
+// logFlag names the flag that sets field of LoggingConfiguration, as
+// Validate reports it (such as "format" or "vmodule[0]").
+func logFlag(field string) string {
+	for prefix, flag := range map[string]string{
+		"format": "--logging-format", "flushFrequency": "--log-flush-frequency",
+		"verbosity": "-v", "vmodule": "--vmodule",
+		"options.text.splitStream": "--log-text-split-stream", "options.text.infoBufferSize": "--log-text-info-buffer-size",
+		"options.json.splitStream": "--log-json-split-stream", "options.json.infoBufferSize": "--log-json-info-buffer-size",
+	} {
+		if field == prefix || strings.HasPrefix(field, prefix+"[") {
+			return flag
 		}
-		fs.AddFlag(pf)
 	}
+	return field
 }
 
 // printVersion prints the version and what the Go toolchain recorded about

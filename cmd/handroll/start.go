@@ -42,6 +42,9 @@ func start(ctx context.Context, o options) error {
 		return fmt.Errorf("step 3, config: %w", err)
 	}
 	klog.InfoS("Using cluster", "host", cfg.Host, "from", source, "qps", cfg.QPS, "burst", cfg.Burst)
+	o = resolveNamespaces(o)
+	klog.InfoS("Operator namespace", "namespace", o.operatorNamespace, "lease", klog.KRef(o.leader.LeaseNamespace, o.leader.LeaseName))
+	o = localWebhooks(o, source == inClusterSource)
 
 	// Step 4 — scheme (Options.Scheme): built explicitly, once.
 	s, err := scheme.New()
@@ -388,6 +391,8 @@ func (s stopper) stop(runErr error) error {
 type servers struct {
 	list            []*server.Server
 	runCertificates func(context.Context) // nil without webhooks
+	// restoreClientConfigs undoes --webhook-url's repointing; nil without.
+	restoreClientConfigs func(context.Context)
 
 	errs     chan error // a server that failed while serving
 	cancel   context.CancelFunc
@@ -430,12 +435,13 @@ func newServers(cfg *rest.Config, kubeClient kubernetes.Interface, s *runtime.Sc
 	// reloaded when its files change (certwatcher) or, self-managed, kept in
 	// a Secret all replicas share and rotated before it expires.
 	if o.webhookPort != 0 {
-		webhooks, run, err := webhookServer(cfg, kubeClient, s, o, health)
+		webhooks, run, restore, err := webhookServer(cfg, kubeClient, s, o, health, registry)
 		if err != nil {
 			return nil, err
 		}
 		out.list = append(out.list, webhooks)
 		out.runCertificates = run
+		out.restoreClientConfigs = restore
 	} else {
 		klog.InfoS("Not serving the webhooks: --webhook-port=0")
 	}
@@ -502,6 +508,13 @@ func (s *servers) serve(shutdownTimeout time.Duration) {
 // failed while they served or stopped. It may be called more than once.
 func (s *servers) stop() error {
 	s.stopOnce.Do(func() {
+		// While the webhooks still answer: the API server switches back
+		// before this process stops serving them.
+		if s.restoreClientConfigs != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			s.restoreClientConfigs(ctx)
+			cancel()
+		}
 		s.cancel()
 		s.wg.Wait()
 		close(s.errs)

@@ -7,6 +7,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -45,24 +46,28 @@ func validateWebhookURL(raw string) error {
 // webhook.Server plus its conversion registry) on every replica: admission
 // and conversion handlers, and the certificate source with its readiness
 // check. start returns the runnable that keeps the certificates current; it
-// must run for as long as the server does.
-func webhookServer(cfg *rest.Config, kube kubernetes.Interface, s *runtime.Scheme, o options, health *server.Health) (*server.Server, func(context.Context), error) {
+// must run for as long as the server does. restore, set with --webhook-url,
+// points the cluster's clientConfigs back at what they called before; it
+// runs when the process stops, before the server does. The webhook metrics (as
+// controller-runtime's) and the certificates' expiry go into reg.
+func webhookServer(cfg *rest.Config, kube kubernetes.Interface, s *runtime.Scheme, o options, health *server.Health, reg prometheus.Registerer) (srv *server.Server, start, restore func(context.Context), err error) {
 	if err := validateWebhookURL(o.webhookURL); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	var (
-		source server.CertificateSource
-		start  func(context.Context)
-	)
+	// Both sources also give the expiry metric its certificates.
+	var source interface {
+		server.CertificateSource
+		server.ServedChain
+	}
 	if o.webhookCertDir != "" {
 		if o.webhookURL != "" {
 			// Whoever mounts the certificate (cert-manager's cainjector)
 			// also owns the webhook configurations' clientConfig.
-			return nil, nil, errors.New("--webhook-url needs the self-managed certificates: leave --webhook-cert-dir empty")
+			return nil, nil, nil, errors.New("--webhook-url needs the self-managed certificates: leave --webhook-cert-dir empty")
 		}
 		cw, err := server.NewCertWatcher(o.webhookCertDir, server.CertWatcherOptions{})
 		if err != nil {
-			return nil, nil, fmt.Errorf("--webhook-cert-dir: %w", err)
+			return nil, nil, nil, fmt.Errorf("--webhook-cert-dir: %w", err)
 		}
 		health.AddReadinessCheck(cw.ReadyCheck())
 		source = cw
@@ -74,7 +79,7 @@ func webhookServer(cfg *rest.Config, kube kubernetes.Interface, s *runtime.Schem
 	} else {
 		dyn, err := dynamic.NewForConfig(cfg)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		opts := certs.Options{
 			Namespace:   o.operatorNamespace,
@@ -89,7 +94,7 @@ func webhookServer(cfg *rest.Config, kube kubernetes.Interface, s *runtime.Schem
 		opts.CRDs = nonEmpty(o.webhookCerts.conversionCRD)
 		m, err := certs.New(kube, dyn, opts)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		health.AddReadinessCheck(m.ReadyCheck())
 		source = m
@@ -98,12 +103,23 @@ func webhookServer(cfg *rest.Config, kube kubernetes.Interface, s *runtime.Schem
 				klog.ErrorS(err, "Webhook certificate manager stopped")
 			}
 		}
+		if o.webhookURL != "" {
+			restore = func(ctx context.Context) {
+				if err := m.RestoreClientConfigs(ctx); err != nil {
+					klog.ErrorS(err, "Could not point the webhook configurations and the CRD back at what they called before --webhook-url",
+						"annotation", certs.AnnotationReplacedClientConfigs)
+				}
+			}
+		}
 	}
-	srv := server.NewWebhookServer(net.JoinHostPort("", fmt.Sprint(o.webhookPort)), source)
+	srv = server.NewWebhookServer(net.JoinHostPort("", fmt.Sprint(o.webhookPort)), source)
 	admission.Register(srv.Webhooks(), s)
 	srv.Webhooks().Handle(ConversionPath, server.ServeConversion(s))
+	if err := errors.Join(srv.Webhooks().RegisterMetrics(reg), reg.Register(server.NewCertificateExpiryCollector(source))); err != nil {
+		return nil, nil, nil, fmt.Errorf("webhook metrics: %w", err)
+	}
 	klog.V(2).InfoS("Webhooks", "port", o.webhookPort, "paths", srv.Webhooks().Paths(), "url", o.webhookURL)
-	return srv, start, nil
+	return srv, start, restore, nil
 }
 
 func nonEmpty(name string) []string {

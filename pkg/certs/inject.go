@@ -186,6 +186,10 @@ func (m *Manager) syncMutating(name string) syncFunc {
 			return client.Get(ctx, name, metav1.GetOptions{})
 		},
 		func(obj *admissionregistrationv1.MutatingWebhookConfiguration, in injection) (outcome, error) {
+			names, ccs := mutatingClientConfigs(obj)
+			if err := in.rememberWebhooks(&obj.ObjectMeta, names, ccs); err != nil {
+				return "", err
+			}
 			c := false
 			for i := range obj.Webhooks {
 				c = in.apply(&obj.Webhooks[i].ClientConfig) || c
@@ -205,6 +209,10 @@ func (m *Manager) syncValidating(name string) syncFunc {
 			return client.Get(ctx, name, metav1.GetOptions{})
 		},
 		func(obj *admissionregistrationv1.ValidatingWebhookConfiguration, in injection) (outcome, error) {
+			names, ccs := validatingClientConfigs(obj)
+			if err := in.rememberWebhooks(&obj.ObjectMeta, names, ccs); err != nil {
+				return "", err
+			}
 			c := false
 			for i := range obj.Webhooks {
 				c = in.apply(&obj.Webhooks[i].ClientConfig) || c
@@ -224,6 +232,9 @@ func (m *Manager) syncCRD(name string) syncFunc {
 			return client.Get(ctx, name, metav1.GetOptions{})
 		},
 		func(obj *unstructured.Unstructured, in injection) (outcome, error) {
+			if err := in.rememberCRD(obj); err != nil {
+				return "", err
+			}
 			c, ok, err := in.applyCRD(obj)
 			switch {
 			case err != nil:

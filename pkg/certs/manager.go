@@ -62,15 +62,27 @@ type Manager struct {
 	secrets  corev1listers.SecretNamespaceLister
 	queue    workqueue.TypedRateLimitingInterface[string]
 	started  atomic.Bool
+	// restored is set by RestoreClientConfigs: no injection pass may point
+	// a clientConfig at the URL again afterwards.
+	restored atomic.Bool
 
-	// cert is served by GetCertificate; the informer's handler stores it.
-	cert    atomic.Pointer[tls.Certificate]
+	// served is what GetCertificate serves; the informer's handler stores
+	// it. One pointer, so that the expiry metric never pairs a certificate
+	// with another's CA.
+	served  atomic.Pointer[servedPair]
 	loadMu  sync.Mutex
 	loadErr error // why the Secret's pair last failed to load
 
 	// Owned by the worker (one goroutine).
 	trust   trust
 	reports map[string]string // target → last state logged
+}
+
+// servedPair is the serving certificate and the CA of the Secret's bundle
+// that issued it (nil if the bundle lacks it).
+type servedPair struct {
+	cert *tls.Certificate
+	ca   *x509.Certificate
 }
 
 // trust records since when every target has held a bundle.
@@ -294,12 +306,18 @@ func withPlan(s *corev1.Secret, p plan) *corev1.Secret {
 // without a conversion webhook) is not an error: nothing calls the webhook
 // through it. settled is false then, to look again soon.
 func (m *Manager) inject(ctx context.Context, s *corev1.Secret) (settled bool, err error) {
+	if m.restored.Load() {
+		return true, nil
+	}
 	in := injection{bundle: s.Data[KeyCABundle], url: m.opts.URL}
 	checked := false
 	// Before the first write of a pass, make sure the cached Secret is the
 	// stored one. Writes are rare (a new bundle, a re-applied manifest), so
 	// the extra read is too.
 	beforeWrite := func(ctx context.Context) error {
+		if m.restored.Load() {
+			return errRestored // checked before every write, retries too
+		}
 		if checked {
 			return nil
 		}
@@ -319,6 +337,8 @@ func (m *Manager) inject(ctx context.Context, s *corev1.Secret) (settled bool, e
 		got, err := t.sync(ctx, in, beforeWrite)
 		m.report(t, got, err)
 		switch {
+		case errors.Is(err, errRestored):
+			return true, nil
 		case errors.Is(err, errStaleSecret):
 			m.trust = trust{}
 			return false, nil // the watch brings the new Secret and another sync
@@ -379,13 +399,26 @@ func (m *Manager) load(s *corev1.Secret) {
 		return
 	}
 	m.loadErr = nil
-	if old := m.cert.Load(); old != nil && bytes.Equal(old.Leaf.Raw, pair.Leaf.Raw) {
+	ca := server.IssuerOf(pair.Leaf, parseBundle(s.Data[KeyCABundle]))
+	old := m.served.Load()
+	if old != nil && bytes.Equal(old.cert.Leaf.Raw, pair.Leaf.Raw) {
+		// The same certificate; its CA may have entered the bundle since.
+		if !sameCert(old.ca, ca) {
+			m.served.Store(&servedPair{cert: old.cert, ca: ca})
+		}
 		return
 	}
-	m.cert.Store(pair)
+	m.served.Store(&servedPair{cert: pair, ca: ca})
 	klog.InfoS("Serving a new webhook certificate", "secret", klog.KObj(s),
 		"serial", pair.Leaf.SerialNumber.Text(16), "notAfter", pair.Leaf.NotAfter,
 		"issuer", pair.Leaf.Issuer.CommonName, "names", strings.Join(certNames(pair.Leaf), ","))
+}
+
+func sameCert(a, b *x509.Certificate) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Equal(b)
 }
 
 func certNames(c *x509.Certificate) []string {
@@ -399,17 +432,26 @@ func certNames(c *x509.Certificate) []string {
 // GetCertificate is tls.Config.GetCertificate (server.CertificateSource): it
 // returns the certificate loaded last, from memory.
 func (m *Manager) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-	if c := m.cert.Load(); c != nil {
-		return c, nil
+	if p := m.served.Load(); p != nil {
+		return p.cert, nil
 	}
 	return nil, errors.New("no webhook serving certificate loaded yet")
+}
+
+// ServedChain (server.ServedChain) is the certificate served now and the
+// CA that issued it, for the expiry metric; nil before the first load.
+func (m *Manager) ServedChain() (serving, ca *x509.Certificate) {
+	if p := m.served.Load(); p != nil {
+		return p.cert.Leaf, p.ca
+	}
+	return nil, nil
 }
 
 // Ready fails until a serving certificate is loaded, and when the one
 // loaded has expired.
 func (m *Manager) Ready() error {
-	c := m.cert.Load()
-	if c == nil {
+	p := m.served.Load()
+	if p == nil {
 		m.loadMu.Lock()
 		defer m.loadMu.Unlock()
 		if m.loadErr != nil {
@@ -417,8 +459,8 @@ func (m *Manager) Ready() error {
 		}
 		return fmt.Errorf("no webhook serving certificate yet (Secret %s/%s)", m.opts.Namespace, m.opts.SecretName)
 	}
-	if now := m.opts.Clock.Now(); expired(c.Leaf, now) {
-		return fmt.Errorf("webhook serving certificate expired at %s", c.Leaf.NotAfter.UTC().Format(time.RFC3339))
+	if leaf := p.cert.Leaf; expired(leaf, m.opts.Clock.Now()) {
+		return fmt.Errorf("webhook serving certificate expired at %s", leaf.NotAfter.UTC().Format(time.RFC3339))
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
@@ -51,6 +52,7 @@ type CertWatcher struct {
 
 	mu       sync.RWMutex
 	cert     *tls.Certificate
+	ca       *x509.Certificate // cert's issuer, when the file's chain holds it
 	seen     [sha256.Size]byte // hash of the files last tried, loaded or not
 	lastErr  error             // why the files last tried did not load
 	loadedAt time.Time
@@ -146,8 +148,36 @@ func (cw *CertWatcher) reload() (bool, error) {
 		cw.lastErr = fmt.Errorf("loading %s and %s: %w", cw.certFile, cw.keyFile, err)
 		return false, cw.lastErr
 	}
-	cw.cert, cw.lastErr, cw.loadedAt = &pair, nil, time.Now()
+	cw.cert, cw.ca, cw.lastErr, cw.loadedAt = &pair, chainIssuer(&pair), nil, time.Now()
 	return true, nil
+}
+
+// chainIssuer finds the leaf's issuer among the certificates that follow it
+// in the file (cert-manager writes the chain there when its issuer gives
+// one). Without a chain it is not known: the watcher reads only the pair,
+// and a ca.crt beside it is the API server's business.
+func chainIssuer(pair *tls.Certificate) *x509.Certificate {
+	if pair.Leaf == nil || len(pair.Certificate) < 2 {
+		return nil
+	}
+	var chain []*x509.Certificate
+	for _, der := range pair.Certificate[1:] {
+		if c, err := x509.ParseCertificate(der); err == nil {
+			chain = append(chain, c)
+		}
+	}
+	return IssuerOf(pair.Leaf, chain)
+}
+
+// ServedChain is the serving certificate loaded last and its issuer from
+// the file's chain (nil without one), for the expiry metric.
+func (cw *CertWatcher) ServedChain() (serving, ca *x509.Certificate) {
+	cw.mu.RLock()
+	defer cw.mu.RUnlock()
+	if cw.cert == nil {
+		return nil, nil
+	}
+	return cw.cert.Leaf, cw.ca
 }
 
 // fail records a read error. Reading fails transiently while a volume is

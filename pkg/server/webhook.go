@@ -13,6 +13,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
@@ -60,14 +61,26 @@ func (s *Server) Webhooks() *WebhookMux {
 
 // WebhookMux routes webhook requests by exact path. Every path gets the
 // same guard: POST only (405), Content-Type application/json only (415),
-// and a body of at most MaxWebhookRequestBytes (413).
+// and a body of at most MaxWebhookRequestBytes (413). Every request to a
+// registered path, the guard's answers included, is measured with
+// controller-runtime's webhook metrics (RegisterMetrics); unknown paths are
+// not, so that a scanner cannot add series.
 type WebhookMux struct {
-	mu    sync.RWMutex
-	paths map[string]http.Handler
+	mu      sync.RWMutex
+	paths   map[string]http.Handler
+	metrics *webhookMetrics
 }
 
 // NewWebhookMux returns an empty mux.
-func NewWebhookMux() *WebhookMux { return &WebhookMux{paths: map[string]http.Handler{}} }
+func NewWebhookMux() *WebhookMux {
+	return &WebhookMux{paths: map[string]http.Handler{}, metrics: newWebhookMetrics()}
+}
+
+// RegisterMetrics registers the mux's webhook metrics with reg. Without it
+// they are still kept, but nobody can read them.
+func (m *WebhookMux) RegisterMetrics(reg prometheus.Registerer) error {
+	return m.metrics.register(reg)
+}
 
 // Handle registers h at path. Registering a path twice is a programming
 // error and panics, as http.ServeMux does.
@@ -80,7 +93,11 @@ func (m *WebhookMux) Handle(path string, h http.Handler) {
 	if _, dup := m.paths[path]; dup {
 		panic(fmt.Sprintf("webhook path %q registered twice", path))
 	}
-	m.paths[path] = h
+	m.paths[path] = m.metrics.instrument(path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if guardWebhookRequest(w, r) {
+			h.ServeHTTP(w, r)
+		}
+	}))
 }
 
 // Paths lists the registered paths, sorted, for logging at start.
@@ -101,9 +118,6 @@ func (m *WebhookMux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m.mu.RUnlock()
 	if !ok {
 		http.Error(w, fmt.Sprintf("no webhook at %s", r.URL.Path), http.StatusNotFound)
-		return
-	}
-	if !guardWebhookRequest(w, r) {
 		return
 	}
 	h.ServeHTTP(w, r)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -183,7 +184,8 @@ func TestInjection(t *testing.T) {
 
 	// URL mode: an operator outside the cluster is called at the URL.
 	opts.URL = "https://127.0.0.1:9443"
-	urlMode := startManager(t, env.Config, opts)
+	urlMode := newManager(t, env.Config, opts)
+	stopURLMode := run(t, urlMode)
 	atURL := func(cc admissionregistrationv1.WebhookClientConfig, path string) error {
 		if cc.Service != nil || ptr.Deref(cc.URL, "") != opts.URL+path {
 			return fmt.Errorf("%s: service %+v, url %q; want url %q", path, cc.Service, ptr.Deref(cc.URL, ""), opts.URL+path)
@@ -205,6 +207,80 @@ func TestInjection(t *testing.T) {
 		}
 		return c.Leaf.VerifyHostname("127.0.0.1") == nil, c.Leaf.VerifyHostname("127.0.0.1")
 	})
+
+	// That run ends without restoring (killed); the next, at another URL,
+	// keeps the record of what came before the first.
+	stopURLMode()
+	second := opts
+	second.URL = "https://127.0.0.2:9443"
+	next := startManager(t, env.Config, second)
+	atSecond := func(cc admissionregistrationv1.WebhookClientConfig, path string) error {
+		if cc.Service != nil || ptr.Deref(cc.URL, "") != second.URL+path {
+			return fmt.Errorf("%s: service %+v, url %q; want url %q", path, cc.Service, ptr.Deref(cc.URL, ""), second.URL+path)
+		}
+		return nil
+	}
+	eventually(t, 2*time.Minute, "every webhook is called at the second URL", func(ctx context.Context) (bool, error) {
+		want, err := bundle(ctx)
+		if err != nil {
+			return false, err
+		}
+		return injected(ctx, want, atSecond)
+	})
+	for _, annotations := range restoreRecords(t, ctx, name) {
+		if !strings.Contains(annotations, `"url":"`+second.URL+`"`) || !strings.Contains(annotations, `"name":"handroll-webhook"`) {
+			t.Errorf("the record %s does not hold the service from before the first URL", annotations)
+		}
+	}
+	// Stopping: every clientConfig calls its service again, with the
+	// bundle, and the record is gone.
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := next.RestoreClientConfigs(rctx); err != nil {
+		t.Fatal(err)
+	}
+	want, err := bundle(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := injected(ctx, want, keepsService); !ok {
+		t.Errorf("after RestoreClientConfigs: %v", err)
+	}
+	if left := restoreRecords(t, ctx, name); len(left) > 0 {
+		t.Errorf("records left after RestoreClientConfigs: %v", left)
+	}
+	// Restored for good: later passes of the stopping manager leave it so.
+	time.Sleep(3 * opts.ResyncPeriod)
+	if ok, err := injected(ctx, want, keepsService); !ok {
+		t.Errorf("a pass after RestoreClientConfigs: %v", err)
+	}
+}
+
+// restoreRecords returns the replaced-client-configs annotation of the
+// test's webhook configurations and of the webhook CRD, where set.
+func restoreRecords(t *testing.T, ctx context.Context, name string) []string {
+	t.Helper()
+	kube := env.KubeClient(t)
+	crds := apiextensionsclient.NewForConfigOrDie(env.Config).ApiextensionsV1().CustomResourceDefinitions()
+	m, err := kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := crds.Get(ctx, webhookCRD, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, a := range []map[string]string{m.Annotations, v.Annotations, c.Annotations} {
+		if r, ok := a[certs.AnnotationReplacedClientConfigs]; ok {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 func crdClientConfig(c *apiextensionsv1.CustomResourceDefinition) admissionregistrationv1.WebhookClientConfig {

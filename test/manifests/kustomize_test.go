@@ -69,26 +69,74 @@ func kustomize(t *testing.T, kubectl, dir string) built {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return kustomizePath(t, kubectl, filepath.Join(root, "manifests", dir), "manifests/"+dir)
+}
+
+// kustomizePath builds the kustomization at path; what names it in messages.
+func kustomizePath(t *testing.T, kubectl, path, what string) built {
+	t.Helper()
 	var stderr bytes.Buffer
-	cmd := exec.Command(kubectl, "kustomize", filepath.Join(root, "manifests", dir))
+	cmd := exec.Command(kubectl, "kustomize", path)
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("kubectl kustomize manifests/%s: %v\n%s", dir, err, stderr.Bytes())
+		t.Fatalf("kubectl kustomize %s: %v\n%s", what, err, stderr.Bytes())
 	}
-	docs, err := splitYAML(out)
+	return parseBuilt(t, out, what)
+}
+
+// installOverlay writes, in a temporary directory, the overlay a user
+// writes to install manifests/default into namespace (none: its own), with
+// the given components of manifests/, and returns its directory.
+func installOverlay(t *testing.T, namespace string, components ...string) string {
+	t.Helper()
+	root, err := controlplane.RepoRoot()
 	if err != nil {
-		t.Fatalf("kubectl kustomize manifests/%s: %v", dir, err)
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	// kustomize takes bases by relative path only.
+	rel := func(p string) string {
+		r, err := filepath.Rel(dir, filepath.Join(root, "manifests", p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+	if namespace != "" {
+		k += "namespace: " + namespace + "\n"
+	}
+	k += "resources:\n- " + rel("default") + "\n"
+	if len(components) > 0 {
+		k += "components:\n"
+		for _, c := range components {
+			k += "- " + rel(c) + "\n"
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// parseBuilt decodes multi-document YAML into objects by key, failing t on
+// an object given twice.
+func parseBuilt(t *testing.T, data []byte, what string) built {
+	t.Helper()
+	docs, err := splitYAML(data)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
 	}
 	objs := built{}
 	for _, doc := range docs {
 		u := &unstructured.Unstructured{}
 		if err := yaml.Unmarshal(doc, &u.Object); err != nil {
-			t.Fatalf("kubectl kustomize manifests/%s: %v", dir, err)
+			t.Fatalf("%s: %v", what, err)
 		}
 		key := objectKey(u.GetKind(), u.GetNamespace(), u.GetName())
 		if _, dup := objs[key]; dup {
-			t.Fatalf("manifests/%s builds %s twice", dir, key)
+			t.Fatalf("%s holds %s twice", what, key)
 		}
 		objs[key] = u
 	}
@@ -129,6 +177,9 @@ func TestDefaultBuilds(t *testing.T) {
 		"ClusterRole handroll-manager",
 		"ClusterRole handroll-metrics-reader",
 		"ClusterRole handroll-webhook-certs",
+		"ClusterRole webapp-admin",
+		"ClusterRole webapp-editor",
+		"ClusterRole webapp-viewer",
 		"ClusterRoleBinding handroll-manager",
 		"ClusterRoleBinding handroll-webhook-certs",
 		"Deployment handroll-system/handroll",
@@ -282,13 +333,14 @@ func TestDefaultBuilds(t *testing.T) {
 	}
 }
 
-// TestMonitoringBuilds builds manifests/monitoring and checks that its
-// ServiceMonitor scrapes the metrics Service of manifests/default the way
+// TestMonitoringBuilds builds manifests/default with the monitoring
+// component, as a user's overlay does, and checks that its ServiceMonitor
+// lands in the install's namespace and scrapes the metrics Service the way
 // the Deployment serves it, and that its binding names the reader role.
 func TestMonitoringBuilds(t *testing.T) {
 	kubectl := kubectlPath(t)
 	def := kustomize(t, kubectl, "default")
-	mon := kustomize(t, kubectl, "monitoring")
+	mon := kustomizePath(t, kubectl, installOverlay(t, operatorNS, "monitoring"), "manifests/default with manifests/monitoring")
 
 	sm := mon["ServiceMonitor handroll-system/handroll"]
 	if sm == nil || sm.GetAPIVersion() != "monitoring.coreos.com/v1" {

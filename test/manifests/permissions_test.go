@@ -97,13 +97,74 @@ var operatorNeeds = []need{
 }
 
 // othersNeed lists the ClusterRoles manifests/rbac defines for someone other
-// than the operator to bind, with exactly the non-resource URLs they grant.
-var othersNeed = map[string]struct {
-	NonResourceURLs []string
-	Verbs           []string
-	Why             string
-}{
-	"handroll-metrics-reader": {[]string{"/metrics"}, []string{"get"},
-		"whoever scrapes /metrics under --metrics-secure: pkg/server/secure.go authorizer.review asks a SubjectAccessReview for get /metrics " +
-			"(manifests/monitoring binds it to Prometheus)"},
+// than the operator to bind, with exactly the grants each gives and the
+// Kubernetes roles (admin, edit, view) it is aggregated into.
+var othersNeed = map[string]othersRole{
+	"handroll-metrics-reader": {
+		Grants: []othersGrant{{"", "/metrics", []string{"get"}}},
+		Why: "whoever scrapes /metrics under --metrics-secure: pkg/server/secure.go authorizer.review asks a SubjectAccessReview for get /metrics " +
+			"(manifests/monitoring binds it to Prometheus)",
+	},
+
+	// The roles for users, kubebuilder's <kind>_admin/editor/viewer_role.
+	// Nobody writes webapps/status: it is the operator's report
+	// (Reconciler.updateStatus), overwritten by its next reconcile.
+	// webapps/scale as Kubernetes' own roles grant deployments/scale:
+	// kubectl scale works for whoever may change spec.replicas.
+	// test/roles checks the same table with kubectl auth can-i.
+	"webapp-admin": {
+		Grants: []othersGrant{
+			{"handroll.dev", "webapps", []string{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}},
+			{"handroll.dev", "webapps/status", []string{"get"}},
+			{"handroll.dev", "webapps/scale", []string{"get", "patch", "update"}},
+		},
+		AggregateTo: []string{"admin"},
+		Why:         "namespace admins: every verb on WebApps, deletecollection included",
+	},
+	"webapp-editor": {
+		Grants: []othersGrant{
+			{"handroll.dev", "webapps", []string{"create", "delete", "get", "list", "patch", "update", "watch"}},
+			{"handroll.dev", "webapps/status", []string{"get"}},
+			{"handroll.dev", "webapps/scale", []string{"get", "patch", "update"}},
+		},
+		AggregateTo: []string{"edit"},
+		Why:         "namespace editors: create, change and delete WebApps one by one; no deletecollection (kubebuilder's editor role)",
+	},
+	"webapp-viewer": {
+		Grants: []othersGrant{
+			{"handroll.dev", "webapps", []string{"get", "list", "watch"}},
+			{"handroll.dev", "webapps/status", []string{"get"}},
+			{"handroll.dev", "webapps/scale", []string{"get"}},
+		},
+		AggregateTo: []string{"view"},
+		Why:         "namespace viewers: read WebApps",
+	},
+}
+
+// othersRole is one entry of othersNeed.
+type othersRole struct {
+	Grants []othersGrant
+	// AggregateTo names the Kubernetes ClusterRoles (admin, edit, view)
+	// whose rbac.authorization.k8s.io/aggregate-to-<name> label the role
+	// carries; none other may be set.
+	AggregateTo []string
+	Why         string
+}
+
+// othersGrant is a rule: Resource is "resource[/subresource]" of APIGroup,
+// or a non-resource URL ("/...") with APIGroup "".
+type othersGrant struct {
+	APIGroup string
+	Resource string
+	Verbs    []string
+}
+
+func (r othersRole) grants() []grant {
+	var out []grant
+	for _, g := range r.Grants {
+		for _, v := range g.Verbs {
+			out = append(out, grant{cluster, g.APIGroup, g.Resource, v, ""})
+		}
+	}
+	return out
 }

@@ -22,7 +22,9 @@ import (
 	"github.com/handroll/handroll/test/controlplane"
 )
 
-// The identity the Deployment runs as.
+// The identity the Deployment runs as; operatorNS is the namespace
+// manifests/default installs into (TestOneNamespace checks it is the one
+// its kustomization names).
 const (
 	operatorNS = "handroll-system"
 	operatorSA = "handroll"
@@ -141,7 +143,44 @@ func (o *rbacObjects) add(doc []byte) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if err := o.install(tm.Kind, meta); err != nil {
+		return "", err
+	}
 	return objectKey(tm.Kind, meta.GetNamespace(), meta.GetName()), nil
+}
+
+// install does what manifests/default's namespace: does to an object of
+// manifests/rbac: namespaced objects and the ServiceAccount subjects go
+// into operatorNS. A namespace written in manifests/rbac is an error: it
+// would be a second place naming the operator's namespace, and an overlay
+// that moves the install must be able to move everything.
+func (o *rbacObjects) install(kind string, meta metav1.Object) error {
+	if ns := meta.GetNamespace(); ns != "" {
+		return fmt.Errorf("%s %s names namespace %q: leave it out, manifests/default's namespace: sets it", kind, meta.GetName(), ns)
+	}
+	subjects := func(ss []rbacv1.Subject) error {
+		for i := range ss {
+			if ss[i].Namespace != "" {
+				return fmt.Errorf("%s %s: subject %s names namespace %q: leave it out, manifests/default's namespace: sets it", kind, meta.GetName(), ss[i].Name, ss[i].Namespace)
+			}
+			if ss[i].Kind == rbacv1.ServiceAccountKind {
+				ss[i].Namespace = operatorNS
+			}
+		}
+		return nil
+	}
+	switch x := meta.(type) {
+	case *rbacv1.ClusterRole:
+		return nil
+	case *rbacv1.ClusterRoleBinding:
+		return subjects(x.Subjects)
+	case *rbacv1.RoleBinding:
+		if err := subjects(x.Subjects); err != nil {
+			return err
+		}
+	}
+	meta.SetNamespace(operatorNS)
+	return nil
 }
 
 // decodeStrict decodes doc into a T, failing on a field T does not have.
@@ -390,12 +429,7 @@ func TestRBACGrantsExactlyWhatTheCodeNeeds(t *testing.T) {
 		if !ok {
 			continue
 		}
-		var wantOthers []grant
-		for _, v := range need.Verbs {
-			for _, u := range need.NonResourceURLs {
-				wantOthers = append(wantOthers, grant{cluster, "", u, v, ""})
-			}
-		}
+		wantOthers := need.grants()
 		gotOthers := expand(cluster, r.Rules)
 		sortGrants(wantOthers)
 		sortGrants(gotOthers)
@@ -406,6 +440,60 @@ func TestRBACGrantsExactlyWhatTheCodeNeeds(t *testing.T) {
 	for name := range othersNeed {
 		if !slices.ContainsFunc(objs.clusterRoles, func(r *rbacv1.ClusterRole) bool { return r.Name == name }) {
 			t.Errorf("othersNeed lists ClusterRole %s, which manifests/rbac does not define", name)
+		}
+	}
+}
+
+// aggregateLabel is the label prefix by which a ClusterRole joins one of
+// Kubernetes' user-facing roles (admin, edit, view).
+const aggregateLabel = "rbac.authorization.k8s.io/aggregate-to-"
+
+// TestRBACAggregation checks where the roles of manifests/rbac are
+// aggregated: exactly where othersNeed says, never an operator role (that
+// would hand the operator's cluster-wide grants to every namespace editor),
+// and with the order of Kubernetes' roles kept: what view aggregates only
+// reads, and each of view, edit, admin gets at least the WebApp grants of
+// the one before it.
+func TestRBACAggregation(t *testing.T) {
+	objs := readRBAC(t)
+	byTarget := map[string][]grant{}
+	for _, r := range objs.clusterRoles {
+		var got []string
+		for k, v := range r.Labels {
+			if target, ok := strings.CutPrefix(k, aggregateLabel); ok {
+				if v != "true" {
+					t.Errorf("ClusterRole %s: label %s=%q; aggregation takes only \"true\"", r.Name, k, v)
+				}
+				got = append(got, target)
+			}
+		}
+		slices.Sort(got)
+		want := slices.Sorted(slices.Values(othersNeed[r.Name].AggregateTo))
+		if !slices.Equal(got, want) {
+			t.Errorf("ClusterRole %s (%s) is aggregated into %v, want %v", r.Name, objs.source[objectKey("ClusterRole", "", r.Name)], got, want)
+		}
+		if r.AggregationRule != nil {
+			t.Errorf("ClusterRole %s has an aggregationRule: the controller would replace its rules", r.Name)
+		}
+		for _, target := range want {
+			byTarget[target] = append(byTarget[target], expand(cluster, r.Rules)...)
+		}
+	}
+	for _, g := range byTarget["view"] {
+		if !slices.Contains([]string{"get", "list", "watch"}, g.verb) {
+			t.Errorf("view aggregates %s: Kubernetes' view role only reads", g)
+		}
+	}
+	for _, pair := range [][2]string{{"view", "edit"}, {"edit", "admin"}} {
+		for _, g := range byTarget[pair[0]] {
+			if !slices.Contains(byTarget[pair[1]], g) {
+				t.Errorf("%s aggregates %s but %s does not: a user of %s would have less than one of %s", pair[0], g, pair[1], pair[1], pair[0])
+			}
+		}
+	}
+	for _, target := range []string{"admin", "edit", "view"} {
+		if len(byTarget[target]) == 0 {
+			t.Errorf("no ClusterRole of manifests/rbac is aggregated into %s", target)
 		}
 	}
 }

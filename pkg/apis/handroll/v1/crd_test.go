@@ -125,7 +125,8 @@ func TestCRDNamesVersionsAndSubresources(t *testing.T) {
 
 // TestCRDConversionWebhook: the API server converts between v1 and v1alpha1
 // by calling handroll's webhook. controller-gen does not write this stanza;
-// hack/update-codegen.sh adds it.
+// hack/update-codegen.sh adds it. Its namespace is a placeholder that
+// kustomize replaces with the install's (test/manifests checks that).
 func TestCRDConversionWebhook(t *testing.T) {
 	conv := loadCRD(t).Spec.Conversion
 	if conv == nil {
@@ -136,7 +137,7 @@ func TestCRDConversionWebhook(t *testing.T) {
 		Webhook: &apiextensionsv1.WebhookConversion{
 			ClientConfig: &apiextensionsv1.WebhookClientConfig{
 				Service: &apiextensionsv1.ServiceReference{
-					Namespace: "handroll-system", Name: "handroll-webhook", Path: ptrTo("/convert"), Port: ptrTo[int32](443),
+					Namespace: "system", Name: "handroll-webhook", Path: ptrTo("/convert"), Port: ptrTo[int32](443),
 				},
 			},
 			ConversionReviewVersions: []string{"v1"},
