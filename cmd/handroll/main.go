@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/component-base/featuregate"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
 	"k8s.io/klog/v2"
@@ -105,6 +106,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// --vmodule, --log-flush-frequency and the format options; klog's
 	// file-output flags stay out (log to stderr, as a container wants).
 	logsapi.AddFlags(o.logs, fs)
+	// --feature-gates, for the logging gates only (LoggingAlphaOptions,
+	// LoggingBetaOptions), as kube-controller-manager has them: without it
+	// the [Alpha] format options above could never be turned on.
+	gates := featuregate.NewFeatureGate()
+	if err := logsapi.AddFeatureGates(gates); err != nil {
+		fmt.Fprintf(stderr, "handroll: %v\n", err)
+		return 1
+	}
+	gates.AddFlag(fs)
 	// kube binaries accept --log_flush_frequency and --log-flush-frequency alike.
 	fs.SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
 		return pflag.NormalizedName(strings.ReplaceAll(name, "_", "-"))
@@ -126,15 +136,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	// Before anything logs: the format applies to every line. Validate first
 	// so that each error names its flag rather than a config field.
-	if errs := logsapi.Validate(o.logs, nil, nil); len(errs) > 0 {
+	if errs := logsapi.Validate(o.logs, gates, nil); len(errs) > 0 {
 		for _, e := range errs {
 			fmt.Fprintf(stderr, "handroll: %s: %s\n", logFlag(e.Field), e.ErrorBody())
 		}
 		return 2
 	}
-	// No feature gate: their defaults (json on, the [Alpha] options off).
 	// Applying also makes klog slog's default, and so the log package's.
-	if err := logsapi.ValidateAndApply(o.logs, nil); err != nil {
+	if err := logsapi.ValidateAndApply(o.logs, gates); err != nil {
 		fmt.Fprintf(stderr, "handroll: logging: %v\n", err)
 		return 2
 	}

@@ -14,7 +14,7 @@ func TestLoggingFlags(t *testing.T) {
 	if code := run([]string{"--help"}, &out, &errOut); code != 0 {
 		t.Fatalf("--help: code %d", code)
 	}
-	for _, flag := range []string{"--logging-format", "-v, --v", "--vmodule", "--log-flush-frequency", "--log-json-split-stream", "--log-json-info-buffer-size"} {
+	for _, flag := range []string{"--logging-format", "-v, --v", "--vmodule", "--log-flush-frequency", "--log-json-split-stream", "--log-json-info-buffer-size", "--feature-gates", "LoggingAlphaOptions"} {
 		if !strings.Contains(errOut.String(), flag) {
 			t.Errorf("--help does not list %s", flag)
 		}
@@ -36,6 +36,7 @@ func TestLoggingFlags(t *testing.T) {
 		{[]string{"--logging-format=json", "--vmodule=start=4"}, "handroll: --vmodule: Forbidden: Only supported for text log format"},
 		{[]string{"--log_flush_frequency=0"}, "handroll: --log-flush-frequency: Invalid value"},
 		{[]string{"--logging-format=json", "--log-json-split-stream"}, "handroll: --log-json-split-stream: Forbidden"},
+		{[]string{"--feature-gates=NoSuchGate=true"}, "unrecognized feature gate: NoSuchGate"},
 	} {
 		out.Reset()
 		errOut.Reset()

@@ -133,7 +133,10 @@ func TestRunControllersStopsTogether(t *testing.T) {
 		t.Errorf("runControllers = %v, want the failure", err)
 	}
 	select {
-	case <-other:
+	case err := <-other:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("the other controller saw %v, want its context canceled", err)
+		}
 	default:
 		t.Error("the other controller was not stopped and waited for")
 	}

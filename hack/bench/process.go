@@ -93,7 +93,7 @@ func (p *proc) running() bool {
 
 // failed describes an unexpected exit, with the end of the log.
 func (p *proc) failed() error {
-	return fmt.Errorf("%s exited: %v; last lines of %s:\n%s", p.name, p.waitErr, p.logPath, tail(p.logPath, 20))
+	return fmt.Errorf("%s exited: %w; last lines of %s:\n%s", p.name, p.waitErr, p.logPath, tail(p.logPath, 20))
 }
 
 // waitReady polls /readyz until it answers 200.
@@ -284,7 +284,7 @@ func (b builder) build(ctx context.Context, name, moduleDir, pkg string) (string
 	out := filepath.Join(b.dir, name)
 	cmd := exec.CommandContext(ctx, "go", "-C", filepath.Join(b.root, moduleDir), "build", "-o", out, pkg)
 	if output, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build %s in %s: %v\n%s", pkg, moduleDir, err, output)
+		return "", fmt.Errorf("go build %s in %s: %w\n%s", pkg, moduleDir, err, output)
 	}
 	return out, nil
 }

@@ -346,21 +346,6 @@ func (t *tracker) snapshot() (runState, <-chan struct{}) {
 	return *t.run, t.changed
 }
 
-// waitRun waits until done(run) holds, returning that run.
-func (t *tracker) waitRun(ctx context.Context, done func(runState) bool) (runState, error) {
-	for {
-		r, changed := t.snapshot()
-		if done(r) {
-			return r, nil
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return r, ctx.Err()
-		}
-	}
-}
-
 // awaitApp returns a channel that receives the time of the first event
 // after which pred holds for the WebApp namespace/name. pred is evaluated
 // under the tracker's lock at each event of that WebApp (and now).

@@ -1,9 +1,11 @@
 //go:build tools
 
-// Package tools pins the code generators' versions in go.mod.
+// Package tools pins the versions of the code generators and the linter in
+// go.mod.
 package tools
 
 import (
+	_ "github.com/golangci/golangci-lint/v2/cmd/golangci-lint"
 	_ "k8s.io/code-generator"
 	_ "sigs.k8s.io/controller-tools/cmd/controller-gen"
 )

@@ -188,7 +188,8 @@ func (h *harness) start(t *testing.T, synced ...cache.InformerSynced) {
 	h.cancel = cancel
 	h.done = make(chan error, 1)
 	go func() { h.done <- h.c.Start(ctx, synced...) }()
-	t.Cleanup(func() { h.stop(t) })
+	// A test that expects an error from Start calls stop and checks it.
+	t.Cleanup(func() { _ = h.stop(t) })
 }
 
 // stop cancels Start's context and returns what Start returned.

@@ -21,7 +21,7 @@ const (
 	// limit: controller-runtime's dynamic RESTMapper used the same numbers
 	// while it had a limiter (5 refreshes a second, 5 at once).
 	DefaultRefreshRate  rate.Limit = 5
-	DefaultRefreshBurst            = 5
+	DefaultRefreshBurst int        = 5
 
 	// DefaultMaxAge is how long fetched discovery data answers lookups
 	// before the next lookup that uses it fetches it again. It bounds how

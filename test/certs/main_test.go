@@ -6,7 +6,6 @@ package certs
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"os"
 	"strings"
@@ -144,5 +143,3 @@ func (r *requests) config(cfg *rest.Config) *rest.Config {
 type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
-
-var errNotYet = errors.New("not yet")

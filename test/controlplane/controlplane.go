@@ -408,7 +408,7 @@ func (cp *ControlPlane) waitFor(ctx context.Context, p *Process, timeout time.Du
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not ready after %s: %v; last lines of %s:\n%s", p.Name, timeout, last, p.LogPath, p.tail(30))
+			return fmt.Errorf("%s not ready after %s: %w; last lines of %s:\n%s", p.Name, timeout, last, p.LogPath, p.tail(30))
 		}
 		select {
 		case <-ctx.Done():

@@ -167,7 +167,11 @@ func TestStartupFailureNamesTheComponent(t *testing.T) {
 // and started again, with their data and ports, as the outage tests do.
 func TestStopAndStartComponents(t *testing.T) {
 	cp := startForTest(t, Options{})
-	defer cp.Stop()
+	defer func() {
+		if err := cp.Stop(); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+	}()
 	ctx := context.Background()
 
 	if err := cp.StopComponent("etcd", 10*time.Second); err != nil {

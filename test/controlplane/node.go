@@ -198,7 +198,7 @@ func GuardCounters() (map[string]int64, error) {
 	for _, chain := range []string{GuardChain, GuardHostChain} {
 		out, err := exec.Command("iptables", "-w", "-L", chain, "-n", "-v", "-x").CombinedOutput()
 		if err != nil {
-			return nil, fmt.Errorf("iptables -L %s: %v: %s", chain, err, out)
+			return nil, fmt.Errorf("iptables -L %s: %w: %s", chain, err, out)
 		}
 		for _, line := range strings.Split(string(out), "\n") {
 			f := strings.Fields(line)
@@ -348,7 +348,7 @@ func ImportImage(ctx context.Context, archive string) error {
 	out, err := exec.CommandContext(ctx, "ctr", "--address", ContainerdAddress, "-n", "k8s.io",
 		"images", "import", "--all-platforms", archive).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("importing %s into the node's runtime: %v: %s", archive, err, out)
+		return fmt.Errorf("importing %s into the node's runtime: %w: %s", archive, err, out)
 	}
 	return nil
 }
@@ -667,7 +667,7 @@ func unmountUnder(dirs ...string) []error {
 func run(args ...string) error {
 	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("%s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		return fmt.Errorf("%s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }

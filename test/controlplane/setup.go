@@ -3,6 +3,7 @@ package controlplane
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -103,7 +104,7 @@ func readCRDs(dir string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
 		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 		for {
 			var crd apiextensionsv1.CustomResourceDefinition
-			if err := dec.Decode(&crd); err == io.EOF {
+			if err := dec.Decode(&crd); errors.Is(err, io.EOF) {
 				break
 			} else if err != nil {
 				return nil, fmt.Errorf("%s: %w", f, err)
@@ -150,7 +151,7 @@ func (cp *ControlPlane) addNodes(ctx context.Context, n int) error {
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 		nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "type=kwok"})
 		if err != nil {
-			return false, nil
+			return false, nil //nolint:nilerr // not yet: poll again until the timeout
 		}
 		ready := 0
 		for _, n := range nodes.Items {

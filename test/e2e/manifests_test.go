@@ -150,7 +150,7 @@ func TestManifestsDeploy(t *testing.T) {
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
 		d, err := c.AppsV1().Deployments("handroll-system").Get(ctx, "handroll", metav1.GetOptions{})
 		if err != nil {
-			return false, nil
+			return false, nil //nolint:nilerr // not yet: poll again until the timeout
 		}
 		return d.Status.ReadyReplicas == 2, nil
 	})

@@ -65,7 +65,7 @@ func Binary(t testing.TB) string {
 		cmd := exec.Command("go", "build", "-o", binary, "./cmd/handroll")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/handroll: %v\n%s", err, out)
+			buildErr = fmt.Errorf("go build ./cmd/handroll: %w\n%s", err, out)
 		}
 	})
 	if buildErr != nil {
@@ -199,12 +199,12 @@ func (o *Operator) WaitReady(t testing.TB, timeout time.Duration) {
 	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 		select {
 		case <-o.exited:
-			return false, fmt.Errorf("handroll exited: %v", o.waitErr)
+			return false, fmt.Errorf("handroll exited: %w", o.waitErr)
 		default:
 		}
 		resp, err := http.Get("http://" + o.HealthAddr + "/readyz")
 		if err != nil {
-			return false, nil
+			return false, nil //nolint:nilerr // not listening yet: poll again until the timeout
 		}
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK, nil

@@ -101,7 +101,7 @@ func eventually(t *testing.T, what string, timeout time.Duration, cond func(ctx 
 		ok, err := cond(ctx)
 		if err != nil {
 			last = err
-			return false, nil
+			return false, nil //nolint:nilerr // kept in last for the timeout's message; poll again
 		}
 		return ok, nil
 	})

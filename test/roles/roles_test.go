@@ -159,7 +159,7 @@ func waitAggregated(t *testing.T) {
 		err = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 			dst, err := rbac.ClusterRoles().Get(ctx, into, metav1.GetOptions{})
 			if err != nil {
-				return false, nil
+				return false, nil //nolint:nilerr // not aggregated yet: poll again until ctx ends
 			}
 			last = dst.Rules
 			for _, r := range src.Rules {

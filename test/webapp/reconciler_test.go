@@ -353,7 +353,7 @@ func TestForeignObjectIsNeverOverwritten(t *testing.T) {
 	eventually(t, "the WebApp heals once the foreign Service is gone", func(ctx context.Context) (bool, error) {
 		s, err := kube.CoreV1().Services(ns).Get(ctx, "web", metav1.GetOptions{})
 		if err != nil {
-			return false, nil
+			return false, nil //nolint:nilerr // not recreated yet: poll again until the timeout
 		}
 		ref := metav1.GetControllerOf(s)
 		return ref != nil && ref.Kind == "WebApp", nil

@@ -45,21 +45,24 @@ import (
 const ConfigDir = "/etc/handroll/config"
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	var err error
-	if len(os.Args) > 1 && os.Args[1] == "dial" {
-		err = dial(ctx, os.Stdout, os.Args[2:])
-	} else {
-		err = serve(ctx, os.Args[1:])
-	}
-	if err != nil {
+	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		if errors.Is(err, errUsage) {
 			os.Exit(2)
 		}
 		os.Exit(1)
 	}
+}
+
+// run is main's body: returning, rather than exiting, lets its deferred
+// calls run.
+func run() error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if len(os.Args) > 1 && os.Args[1] == "dial" {
+		return dial(ctx, os.Stdout, os.Args[2:])
+	}
+	return serve(ctx, os.Args[1:])
 }
 
 var errUsage = errors.New("usage")

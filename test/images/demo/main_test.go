@@ -202,7 +202,7 @@ func TestDialModeSummaryThenWaits(t *testing.T) {
 	case <-time.After(200 * time.Millisecond):
 	}
 	cancel()
-	go io.Copy(io.Discard, pr)
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
 	if err := <-done; err != nil {
 		t.Fatalf("dial: %v", err)
 	}

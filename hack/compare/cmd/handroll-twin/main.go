@@ -71,7 +71,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.cacheSyncTimeout, "cache-sync-timeout", 2*time.Minute, "How long the informers may take to list everything before start-up fails.")
 	fs.DurationVar(&o.shutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long a graceful stop may take before the process exits anyway.")
 	fs.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", 4, "WebApps reconciled in parallel.")
-	fs.StringVar(&o.operatorNamespace, "operator-namespace", "handroll-system", "Namespace of the operator's own objects: the webapp-directory ConfigMap.")
+	fs.StringVar(&o.operatorNamespace, "operator-namespace", "", "Namespace of the operator's own objects: the Lease (unless --leader-elect-resource-namespace says otherwise) and the webapp-directory ConfigMap. Empty: the pod's own namespace, else "+leader.FallbackNamespace+".")
 	o.leader.AddFlags(fs)
 
 	// klog's -v and --vmodule, as cmd/handroll; controller-runtime logs through klog.
@@ -143,6 +143,12 @@ func run(o options) error {
 		return err
 	}
 
+	// As cmd/handroll's resolveNamespaces: the pod's namespace, which the
+	// Lease follows.
+	if o.operatorNamespace == "" {
+		o.operatorNamespace = leader.DefaultNamespace()
+	}
+
 	// Deployments and Services are cached only when labelled as ours;
 	// ConfigMaps whole, because a spec.configMapRef names one of the
 	// user's. The directory lives in the operator's namespace: when
@@ -162,7 +168,7 @@ func run(o options) error {
 	}
 	leaseNamespace := o.leader.LeaseNamespace
 	if leaseNamespace == "" {
-		leaseNamespace = leader.DefaultNamespace()
+		leaseNamespace = o.operatorNamespace
 	}
 	metrics := metricsserver.Options{BindAddress: o.metricsAddr}
 	if o.metricsSecure {

@@ -144,7 +144,7 @@ func filler(data []byte) *randfill.Filler {
 		},
 		func(t *metav1.Time, c randfill.Continue) { *t = metav1.Unix(c.Int63n(1<<33), 0) },
 		func(fv *metav1.FieldsV1, c randfill.Continue) {
-			fv.Raw = []byte(fmt.Sprintf(`{"f:metadata":{"f:labels":{"f:%d":{}}}}`, c.Intn(100)))
+			fv.SetRawBytes([]byte(fmt.Sprintf(`{"f:metadata":{"f:labels":{"f:%d":{}}}}`, c.Intn(100))))
 		},
 	)
 }
