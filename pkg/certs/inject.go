@@ -22,8 +22,9 @@ var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Ver
 
 // injection is what every clientConfig of the targets gets.
 type injection struct {
-	bundle []byte // PEM, the Secret's ca.crt
-	url    string // Options.URL; "" keeps each clientConfig's service or url
+	bundle  []byte // PEM, the Secret's ca.crt
+	url     string // Options.URL; "" keeps each clientConfig's service or url
+	records records
 }
 
 // apply sets cc's caBundle and, with a URL, replaces its service by
@@ -187,10 +188,10 @@ func (m *Manager) syncMutating(name string) syncFunc {
 		},
 		func(obj *admissionregistrationv1.MutatingWebhookConfiguration, in injection) (outcome, error) {
 			names, ccs := mutatingClientConfigs(obj)
-			if err := in.rememberWebhooks(&obj.ObjectMeta, names, ccs); err != nil {
+			c, err := in.webhookRecords("MutatingWebhookConfiguration/"+name, obj, names, ccs)
+			if err != nil {
 				return "", err
 			}
-			c := false
 			for i := range obj.Webhooks {
 				c = in.apply(&obj.Webhooks[i].ClientConfig) || c
 			}
@@ -210,10 +211,10 @@ func (m *Manager) syncValidating(name string) syncFunc {
 		},
 		func(obj *admissionregistrationv1.ValidatingWebhookConfiguration, in injection) (outcome, error) {
 			names, ccs := validatingClientConfigs(obj)
-			if err := in.rememberWebhooks(&obj.ObjectMeta, names, ccs); err != nil {
+			c, err := in.webhookRecords("ValidatingWebhookConfiguration/"+name, obj, names, ccs)
+			if err != nil {
 				return "", err
 			}
-			c := false
 			for i := range obj.Webhooks {
 				c = in.apply(&obj.Webhooks[i].ClientConfig) || c
 			}
@@ -232,7 +233,11 @@ func (m *Manager) syncCRD(name string) syncFunc {
 			return client.Get(ctx, name, metav1.GetOptions{})
 		},
 		func(obj *unstructured.Unstructured, in injection) (outcome, error) {
-			if err := in.rememberCRD(obj); err != nil {
+			if strategy, _, _ := unstructured.NestedString(obj.Object, "spec", "conversion", "strategy"); strategy != "Webhook" {
+				return notWebhook, nil
+			}
+			recorded, err := in.crdRecords("CustomResourceDefinition/"+name, obj)
+			if err != nil {
 				return "", err
 			}
 			c, ok, err := in.applyCRD(obj)
@@ -242,7 +247,7 @@ func (m *Manager) syncCRD(name string) syncFunc {
 			case !ok:
 				return notWebhook, nil
 			}
-			return changed(c), nil
+			return changed(c || recorded), nil
 		},
 		func(ctx context.Context, obj *unstructured.Unstructured) error {
 			_, err := client.Update(ctx, obj, metav1.UpdateOptions{})

@@ -76,6 +76,10 @@ type Manager struct {
 	// Owned by the worker (one goroutine).
 	trust   trust
 	reports map[string]string // target → last state logged
+	// records: per target, the replaced-client-configs record seen and
+	// since when; recordPending: the last pass saw one not yet stale.
+	records       map[string]recordSeen
+	recordPending bool
 }
 
 // servedPair is the serving certificate and the CA of the Secret's bundle
@@ -107,6 +111,7 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Manag
 		kube:    kube,
 		dyn:     dyn,
 		reports: map[string]string{},
+		records: map[string]recordSeen{},
 	}
 	// A single-object informer: the Secret reaches every replica by watch,
 	// within a second of any replica writing it, and the RBAC can name it.
@@ -185,6 +190,10 @@ func (m *Manager) processNext(ctx context.Context) bool {
 	}
 	// Both are kept: the delaying queue fires at the earlier.
 	m.queue.AddAfter(key, m.opts.ResyncPeriod)
+	if m.opts.URL != "" || m.recordPending {
+		// A record to renew, or one to watch go stale.
+		m.queue.AddAfter(key, m.opts.RecordRenewal)
+	}
 	if !next.IsZero() {
 		m.queue.AddAfter(key, max(next.Sub(m.opts.Clock.Now()), minRequeue))
 	}
@@ -309,7 +318,12 @@ func (m *Manager) inject(ctx context.Context, s *corev1.Secret) (settled bool, e
 	if m.restored.Load() {
 		return true, nil
 	}
-	in := injection{bundle: s.Data[KeyCABundle], url: m.opts.URL}
+	in := injection{bundle: s.Data[KeyCABundle], url: m.opts.URL,
+		records: records{now: m.opts.Clock.Now(), renew: m.opts.RecordRenewal}}
+	if m.opts.URL == "" {
+		in.records.stale = m.staleRecord
+	}
+	m.recordPending = false
 	checked := false
 	// Before the first write of a pass, make sure the cached Secret is the
 	// stored one. Writes are rare (a new bundle, a re-applied manifest), so

@@ -19,6 +19,7 @@ const (
 	DefaultValidity         = 90 * 24 * time.Hour
 	DefaultPropagationDelay = 10 * time.Second
 	DefaultResyncPeriod     = 5 * time.Minute
+	DefaultRecordRenewal    = time.Minute
 
 	// DefaultWebhookConfiguration names both the mutating and the
 	// validating webhook configuration of manifests/webhook.
@@ -74,9 +75,19 @@ type Options struct {
 	// nothing changed, so that a re-applied manifest that reset a caBundle
 	// is mended.
 	ResyncPeriod time.Duration
+	// RecordRenewal is how often a manager with a URL renews the record of
+	// the clientConfigs it replaced (AnnotationReplacedClientConfigs). A
+	// manager without one restores them once a record has gone unrenewed
+	// for StaleRecordRenewals renewals by its own clock: a run at a URL
+	// that was killed, or lost its machine, cannot leave the cluster
+	// calling an address that no longer answers.
+	RecordRenewal time.Duration
 	// Clock is for tests; nil is the real clock.
 	Clock clock.WithTicker
 }
+
+// StaleRecordRenewals is how many missed renewals make a record stale.
+const StaleRecordRenewals = 4
 
 // complete returns o with defaults filled in, or an error naming the first
 // option that is wrong.
@@ -92,6 +103,9 @@ func (o Options) complete() (Options, error) {
 	}
 	if o.ResyncPeriod == 0 {
 		o.ResyncPeriod = DefaultResyncPeriod
+	}
+	if o.RecordRenewal == 0 {
+		o.RecordRenewal = DefaultRecordRenewal
 	}
 	if o.WebhookConfigurations == nil {
 		o.WebhookConfigurations = []string{DefaultWebhookConfiguration}
@@ -125,8 +139,8 @@ func (o Options) complete() (Options, error) {
 	if urlErr != nil {
 		errs = append(errs, urlErr)
 	}
-	if o.Validity < 0 || o.PropagationDelay < 0 || o.ResyncPeriod < 0 {
-		errs = append(errs, errors.New("Validity, PropagationDelay and ResyncPeriod cannot be negative"))
+	if o.Validity < 0 || o.PropagationDelay < 0 || o.ResyncPeriod < 0 || o.RecordRenewal < 0 {
+		errs = append(errs, errors.New("Validity, PropagationDelay, ResyncPeriod and RecordRenewal cannot be negative"))
 	} else if 3*o.PropagationDelay >= o.Validity {
 		// A serving certificate is renewed with a third of its life left;
 		// the switch to a new CA waits PropagationDelay, and the old

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,51 +33,104 @@ const conversionKey = "conversion"
 // replaced is the annotation's value. ClientConfigs are keyed by webhook
 // name (conversionKey for a CRD) and hold the clientConfig without its
 // caBundle: the CA is shared through the Secret, and the bundle injected
-// last is the one to keep.
+// last is the one to keep. RenewTime is the writer's clock, read only by
+// the writer: another manager judges staleness by how long it has seen the
+// same value, as client-go's leader election does, so clock skew between a
+// laptop and the cluster does not matter.
 type replaced struct {
 	URL           string                     `json:"url"`
+	RenewTime     string                     `json:"renewTime"`
 	ClientConfigs map[string]json.RawMessage `json:"clientConfigs"`
 }
 
-func readReplaced(meta *metav1.ObjectMeta) (replaced, error) {
-	r := replaced{ClientConfigs: map[string]json.RawMessage{}}
-	raw, ok := meta.Annotations[AnnotationReplacedClientConfigs]
+func readReplaced(meta metav1.Object) (r replaced, ok bool, err error) {
+	r.ClientConfigs = map[string]json.RawMessage{}
+	raw, ok := meta.GetAnnotations()[AnnotationReplacedClientConfigs]
 	if !ok {
-		return r, nil
+		return r, false, nil
 	}
 	if err := json.Unmarshal([]byte(raw), &r); err != nil {
-		return r, fmt.Errorf("annotation %s: %w", AnnotationReplacedClientConfigs, err)
+		return r, true, fmt.Errorf("annotation %s: %w", AnnotationReplacedClientConfigs, err)
 	}
 	if r.ClientConfigs == nil {
 		r.ClientConfigs = map[string]json.RawMessage{}
 	}
-	return r, nil
+	return r, true, nil
 }
 
-// remember adds to the record on meta the clientConfigs of prior that the
-// URL is about to replace. An entry already there is kept: after a run that
-// was killed before it could restore, the record still holds the original,
-// not the dead run's URL.
-func (in injection) remember(meta *metav1.ObjectMeta, prior map[string]json.RawMessage) error {
-	if in.url == "" || len(prior) == 0 {
-		return nil
-	}
-	r, err := readReplaced(meta)
-	if err != nil {
-		return err
-	}
-	for name, cc := range prior {
-		if _, ok := r.ClientConfigs[name]; !ok {
-			r.ClientConfigs[name] = cc
-		}
-	}
-	r.URL = in.url
+func writeReplaced(meta metav1.Object, r replaced) error {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
-	metav1.SetMetaDataAnnotation(meta, AnnotationReplacedClientConfigs, string(b))
+	a := meta.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[AnnotationReplacedClientConfigs] = string(b)
+	meta.SetAnnotations(a)
 	return nil
+}
+
+func dropReplaced(meta metav1.Object) {
+	a := meta.GetAnnotations()
+	delete(a, AnnotationReplacedClientConfigs)
+	meta.SetAnnotations(a)
+}
+
+// records is what an injection pass does with the records.
+type records struct {
+	now time.Time
+	// renew: with a URL, a record older than this is renewed.
+	renew time.Duration
+	// stale: without a URL, whether target's record, last renewed at
+	// renewTime, has gone unrenewed too long. nil: never.
+	stale func(target, renewTime string) bool
+}
+
+// remember adds to the record on meta the clientConfigs of prior that the
+// URL is about to replace, and renews it. An entry already there is kept:
+// after a run that was killed before it could restore, the record still
+// holds the original, not the dead run's URL. It reports whether meta
+// changed.
+func (in injection) remember(meta metav1.Object, prior map[string]json.RawMessage) (bool, error) {
+	r, had, err := readReplaced(meta)
+	if err != nil || (!had && len(prior) == 0) {
+		return false, err
+	}
+	added := false
+	for name, cc := range prior {
+		if _, ok := r.ClientConfigs[name]; !ok {
+			r.ClientConfigs[name] = cc
+			added = true
+		}
+	}
+	renewed, perr := time.Parse(time.RFC3339Nano, r.RenewTime)
+	if !added && r.URL == in.url && perr == nil && in.records.now.Sub(renewed) < in.records.renew {
+		return false, nil
+	}
+	r.URL, r.RenewTime = in.url, in.records.now.UTC().Format(time.RFC3339Nano)
+	return true, writeReplaced(meta, r)
+}
+
+// webhookRecords is what a pass does with the record of a webhook
+// configuration before it injects: with a URL, remember what the URL
+// replaces; without, restore a record nobody renews any more.
+func (in injection) webhookRecords(target string, meta metav1.Object, names []string, ccs []*admissionregistrationv1.WebhookClientConfig) (bool, error) {
+	if in.url != "" {
+		prior, err := in.priorWebhooks(names, ccs)
+		if err != nil {
+			return false, err
+		}
+		return in.remember(meta, prior)
+	}
+	r, had, err := readReplaced(meta)
+	if err != nil || !had || in.records.stale == nil || !in.records.stale(target, r.RenewTime) {
+		return false, err
+	}
+	klog.InfoS("The process serving the webhooks at a URL stopped renewing its record; restoring the client configurations it replaced",
+		"target", target, "url", r.URL, "renewTime", r.RenewTime)
+	return true, restoreWebhooks(target, meta, names, ccs, r)
 }
 
 // priorWebhooks lists the clientConfigs apply would replace.
@@ -97,47 +151,108 @@ func (in injection) priorWebhooks(names []string, ccs []*admissionregistrationv1
 	return prior, nil
 }
 
-func (in injection) rememberWebhooks(meta *metav1.ObjectMeta, names []string, ccs []*admissionregistrationv1.WebhookClientConfig) error {
-	if in.url == "" {
-		return nil
+// crdRecords does for a CRD's conversion what webhookRecords does.
+func (in injection) crdRecords(target string, crd *unstructured.Unstructured) (bool, error) {
+	if in.url != "" {
+		cc, _, err := unstructured.NestedMap(crd.Object, "spec", "conversion", "webhook", "clientConfig")
+		if err != nil {
+			return false, err
+		}
+		prior := map[string]json.RawMessage{}
+		if u, ok := cc["url"].(string); cc != nil && (cc["service"] != nil || !ok || !strings.HasPrefix(u, in.url)) {
+			delete(cc, "caBundle")
+			b, err := json.Marshal(cc)
+			if err != nil {
+				return false, err
+			}
+			prior[conversionKey] = b
+		}
+		return in.remember(crd, prior)
 	}
-	prior, err := in.priorWebhooks(names, ccs)
-	if err != nil {
-		return err
+	r, had, err := readReplaced(crd)
+	if err != nil || !had || in.records.stale == nil || !in.records.stale(target, r.RenewTime) {
+		return false, err
 	}
-	return in.remember(meta, prior)
+	klog.InfoS("The process serving the conversion webhook at a URL stopped renewing its record; restoring the client configuration it replaced",
+		"target", target, "url", r.URL, "renewTime", r.RenewTime)
+	return true, restoreCRD(target, crd, r)
 }
 
-// rememberCRD records the conversion clientConfig applyCRD would replace.
-func (in injection) rememberCRD(crd *unstructured.Unstructured) error {
-	if in.url == "" {
-		return nil
+// restoreWebhooks puts back the clientConfigs of r that still call r's
+// URL (one that no longer does was changed by someone since, and is left
+// as it is), keeping their caBundle, and drops the record.
+func restoreWebhooks(target string, meta metav1.Object, names []string, ccs []*admissionregistrationv1.WebhookClientConfig, r replaced) error {
+	for i, cc := range ccs {
+		saved, ok := r.ClientConfigs[names[i]]
+		if !ok || cc.URL == nil || !strings.HasPrefix(*cc.URL, r.URL) {
+			continue
+		}
+		var prior admissionregistrationv1.WebhookClientConfig
+		if err := json.Unmarshal(saved, &prior); err != nil {
+			return fmt.Errorf("annotation %s, webhook %s: %w", AnnotationReplacedClientConfigs, names[i], err)
+		}
+		cc.URL, cc.Service = prior.URL, prior.Service
+		klog.InfoS("Restored the webhook's client configuration", "target", target, "webhook", names[i])
 	}
+	dropReplaced(meta)
+	return nil
+}
+
+// restoreCRD does for a CRD's conversion what restoreWebhooks does.
+func restoreCRD(target string, crd *unstructured.Unstructured, r replaced) error {
 	cc, _, err := unstructured.NestedMap(crd.Object, "spec", "conversion", "webhook", "clientConfig")
-	if err != nil || cc == nil {
-		return err
-	}
-	if u, ok := cc["url"].(string); ok && cc["service"] == nil && strings.HasPrefix(u, in.url) {
-		return nil
-	}
-	delete(cc, "caBundle")
-	b, err := json.Marshal(cc)
 	if err != nil {
 		return err
 	}
-	meta := metav1.ObjectMeta{Annotations: crd.GetAnnotations()}
-	if err := in.remember(&meta, map[string]json.RawMessage{conversionKey: b}); err != nil {
-		return err
+	if saved, ok := r.ClientConfigs[conversionKey]; ok && cc != nil {
+		if u, _ := cc["url"].(string); strings.HasPrefix(u, r.URL) {
+			var prior map[string]any
+			if err := json.Unmarshal(saved, &prior); err != nil {
+				return fmt.Errorf("annotation %s: %w", AnnotationReplacedClientConfigs, err)
+			}
+			if bundle, ok := cc["caBundle"]; ok {
+				prior["caBundle"] = bundle
+			}
+			if err := unstructured.SetNestedMap(crd.Object, prior, "spec", "conversion", "webhook", "clientConfig"); err != nil {
+				return err
+			}
+			klog.InfoS("Restored the conversion webhook's client configuration", "target", target)
+		}
 	}
-	crd.SetAnnotations(meta.Annotations)
+	dropReplaced(crd)
 	return nil
+}
+
+// staleRecord tracks, per target, since when this manager has seen the same
+// renewTime; owned by the worker.
+func (m *Manager) staleRecord(target, renewTime string) bool {
+	now := m.opts.Clock.Now()
+	w, ok := m.records[target]
+	if !ok || w.renewTime != renewTime {
+		m.records[target] = recordSeen{renewTime: renewTime, since: now}
+		m.recordPending = true
+		return false
+	}
+	if now.Sub(w.since) >= StaleRecordRenewals*m.opts.RecordRenewal {
+		delete(m.records, target)
+		return true
+	}
+	m.recordPending = true
+	return false
+}
+
+type recordSeen struct {
+	renewTime string
+	since     time.Time
 }
 
 // RestoreClientConfigs puts back the clientConfigs this manager's URL
 // replaced, in every target, and removes the record. A clientConfig that no
 // longer calls the URL (someone re-applied the manifests since) is left as
-// it is. It does nothing without Options.URL. Call it once the webhooks are
-// about to stop being served, with a context of its own.
+// it is, and so is a record another URL has taken over. It does nothing
+// without Options.URL. Call it once, when the webhooks are about to stop
+// being served, with a context of its own: no injection pass writes after
+// it began.
 func (m *Manager) RestoreClientConfigs(ctx context.Context) error {
 	if m.opts.URL == "" {
 		return nil
@@ -148,11 +263,37 @@ func (m *Manager) RestoreClientConfigs(ctx context.Context) error {
 		var err error
 		switch t.kind {
 		case "MutatingWebhookConfiguration":
-			err = m.restoreMutating(ctx, t.name)
+			client := m.kube.AdmissionregistrationV1().MutatingWebhookConfigurations()
+			err = m.restore(ctx, func(ctx context.Context) (metav1.Object, error) { return client.Get(ctx, t.name, metav1.GetOptions{}) },
+				func(obj metav1.Object, r replaced) error {
+					names, ccs := mutatingClientConfigs(obj.(*admissionregistrationv1.MutatingWebhookConfiguration))
+					return restoreWebhooks(t.String(), obj, names, ccs, r)
+				},
+				func(ctx context.Context, obj metav1.Object) error {
+					_, err := client.Update(ctx, obj.(*admissionregistrationv1.MutatingWebhookConfiguration), metav1.UpdateOptions{})
+					return err
+				})
 		case "ValidatingWebhookConfiguration":
-			err = m.restoreValidating(ctx, t.name)
+			client := m.kube.AdmissionregistrationV1().ValidatingWebhookConfigurations()
+			err = m.restore(ctx, func(ctx context.Context) (metav1.Object, error) { return client.Get(ctx, t.name, metav1.GetOptions{}) },
+				func(obj metav1.Object, r replaced) error {
+					names, ccs := validatingClientConfigs(obj.(*admissionregistrationv1.ValidatingWebhookConfiguration))
+					return restoreWebhooks(t.String(), obj, names, ccs, r)
+				},
+				func(ctx context.Context, obj metav1.Object) error {
+					_, err := client.Update(ctx, obj.(*admissionregistrationv1.ValidatingWebhookConfiguration), metav1.UpdateOptions{})
+					return err
+				})
 		case "CustomResourceDefinition":
-			err = m.restoreCRD(ctx, t.name)
+			client := m.dyn.Resource(crdResource)
+			err = m.restore(ctx, func(ctx context.Context) (metav1.Object, error) { return client.Get(ctx, t.name, metav1.GetOptions{}) },
+				func(obj metav1.Object, r replaced) error {
+					return restoreCRD(t.String(), obj.(*unstructured.Unstructured), r)
+				},
+				func(ctx context.Context, obj metav1.Object) error {
+					_, err := client.Update(ctx, obj.(*unstructured.Unstructured), metav1.UpdateOptions{})
+					return err
+				})
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("restoring %s: %w", t, err))
@@ -161,108 +302,28 @@ func (m *Manager) RestoreClientConfigs(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// restoreWebhooks changes ccs back to the record on meta; it reports
-// whether there was a record (then the object is to be written).
-func (m *Manager) restoreWebhooks(kind, name string, meta *metav1.ObjectMeta, names []string, ccs []*admissionregistrationv1.WebhookClientConfig) (bool, error) {
-	if _, ok := meta.Annotations[AnnotationReplacedClientConfigs]; !ok {
-		return false, nil
-	}
-	r, err := readReplaced(meta)
-	if err != nil {
-		return false, err
-	}
-	for i, cc := range ccs {
-		saved, ok := r.ClientConfigs[names[i]]
-		if !ok || cc.URL == nil || !strings.HasPrefix(*cc.URL, m.opts.URL) {
-			continue
-		}
-		var prior admissionregistrationv1.WebhookClientConfig
-		if err := json.Unmarshal(saved, &prior); err != nil {
-			return false, fmt.Errorf("annotation %s, webhook %s: %w", AnnotationReplacedClientConfigs, names[i], err)
-		}
-		cc.URL, cc.Service = prior.URL, prior.Service
-		klog.InfoS("Restoring the webhook's client configuration", "kind", kind, "name", name, "webhook", names[i])
-	}
-	delete(meta.Annotations, AnnotationReplacedClientConfigs)
-	return true, nil
-}
-
-func (m *Manager) restoreMutating(ctx context.Context, name string) error {
-	client := m.kube.AdmissionregistrationV1().MutatingWebhookConfigurations()
+// restore reads a target, restores its record when it is this manager's,
+// and writes it; a conflict reads it again.
+func (m *Manager) restore(ctx context.Context,
+	get func(context.Context) (metav1.Object, error),
+	change func(metav1.Object, replaced) error,
+	update func(context.Context, metav1.Object) error,
+) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		obj, err := client.Get(ctx, name, metav1.GetOptions{})
+		obj, err := get(ctx)
 		if apierrors.IsNotFound(err) {
 			return nil
 		} else if err != nil {
 			return err
 		}
-		names, ccs := mutatingClientConfigs(obj)
-		if write, err := m.restoreWebhooks("MutatingWebhookConfiguration", name, &obj.ObjectMeta, names, ccs); err != nil || !write {
+		r, had, err := readReplaced(obj)
+		if err != nil || !had || r.URL != m.opts.URL {
 			return err
 		}
-		_, err = client.Update(ctx, obj, metav1.UpdateOptions{})
-		return err
-	})
-}
-
-func (m *Manager) restoreValidating(ctx context.Context, name string) error {
-	client := m.kube.AdmissionregistrationV1().ValidatingWebhookConfigurations()
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		obj, err := client.Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		} else if err != nil {
+		if err := change(obj, r); err != nil {
 			return err
 		}
-		names, ccs := validatingClientConfigs(obj)
-		if write, err := m.restoreWebhooks("ValidatingWebhookConfiguration", name, &obj.ObjectMeta, names, ccs); err != nil || !write {
-			return err
-		}
-		_, err = client.Update(ctx, obj, metav1.UpdateOptions{})
-		return err
-	})
-}
-
-func (m *Manager) restoreCRD(ctx context.Context, name string) error {
-	client := m.dyn.Resource(crdResource)
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		crd, err := client.Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		} else if err != nil {
-			return err
-		}
-		meta := metav1.ObjectMeta{Annotations: crd.GetAnnotations()}
-		if _, ok := meta.Annotations[AnnotationReplacedClientConfigs]; !ok {
-			return nil
-		}
-		r, err := readReplaced(&meta)
-		if err != nil {
-			return err
-		}
-		cc, _, err := unstructured.NestedMap(crd.Object, "spec", "conversion", "webhook", "clientConfig")
-		if err != nil {
-			return err
-		}
-		if saved, ok := r.ClientConfigs[conversionKey]; ok && cc != nil {
-			if u, _ := cc["url"].(string); strings.HasPrefix(u, m.opts.URL) {
-				var prior map[string]any
-				if err := json.Unmarshal(saved, &prior); err != nil {
-					return fmt.Errorf("annotation %s: %w", AnnotationReplacedClientConfigs, err)
-				}
-				if bundle, ok := cc["caBundle"]; ok {
-					prior["caBundle"] = bundle
-				}
-				if err := unstructured.SetNestedMap(crd.Object, prior, "spec", "conversion", "webhook", "clientConfig"); err != nil {
-					return err
-				}
-				klog.InfoS("Restoring the conversion webhook's client configuration", "name", name)
-			}
-		}
-		delete(meta.Annotations, AnnotationReplacedClientConfigs)
-		crd.SetAnnotations(meta.Annotations)
-		_, err = client.Update(ctx, crd, metav1.UpdateOptions{})
-		return err
+		return update(ctx, obj)
 	})
 }
 
