@@ -10,7 +10,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -23,6 +25,7 @@ import (
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	handrollv1alpha1 "github.com/handroll/handroll/pkg/apis/handroll/v1alpha1"
 	"github.com/handroll/handroll/pkg/apis/scheme"
+	"github.com/handroll/handroll/pkg/certs"
 	"github.com/handroll/handroll/test/controlplane"
 	"github.com/handroll/handroll/test/operator"
 )
@@ -322,4 +325,76 @@ func TestSelfManagedWebhooksAndConversion(t *testing.T) {
 		l, err := hc.HandrollV1().WebApps(ns).List(ctx, metav1.ListOptions{})
 		return err == nil && len(l.Items) == 0, nil
 	})
+}
+
+// TestWebhookURLIsPutBackOnStop: an operator run with --webhook-url points
+// the webhook configurations and the CRD's conversion at itself; when it
+// stops they call what they called before (the manifests' Service), with
+// the CA bundle kept, and no record of the URL is left.
+func TestWebhookURLIsPutBackOnStop(t *testing.T) {
+	ns := env.Namespace(t)
+	configuration := "handroll-" + ns
+	installWebhookConfigurations(t, configuration, ns)
+	mutating, validating := manifestWebhookConfigurations(t)
+	args, url := webhookArgs(t, configuration)
+	op, _ := startOperator(t, args...)
+	waitInjected(t, configuration, url)
+	if err := op.Stop(t, syscall.SIGTERM, 30*time.Second); err != nil {
+		t.Fatalf("the operator's stop: %v\n%s", err, op.Log())
+	}
+
+	ctx := context.Background()
+	ar := kubeClient(t).AdmissionregistrationV1()
+	m, err := ar.MutatingWebhookConfigurations().Get(ctx, configuration, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := ar.ValidatingWebhookConfigurations().Get(ctx, configuration, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd, err := apiextensionsclient.NewForConfigOrDie(env.Config).ApiextensionsV1().CustomResourceDefinitions().Get(ctx, "webapps.handroll.dev", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type config struct {
+		what      string
+		got, want admissionregistrationv1.WebhookClientConfig
+	}
+	var configs []config
+	for i, w := range m.Webhooks {
+		configs = append(configs, config{"mutating " + w.Name, w.ClientConfig, mutating.Webhooks[i].ClientConfig})
+	}
+	for i, w := range v.Webhooks {
+		configs = append(configs, config{"validating " + w.Name, w.ClientConfig, validating.Webhooks[i].ClientConfig})
+	}
+	if c := crd.Spec.Conversion; c != nil && c.Webhook != nil && c.Webhook.ClientConfig != nil {
+		cc := c.Webhook.ClientConfig
+		got := admissionregistrationv1.WebhookClientConfig{URL: cc.URL, CABundle: cc.CABundle}
+		if s := cc.Service; s != nil {
+			got.Service = &admissionregistrationv1.ServiceReference{Namespace: s.Namespace, Name: s.Name, Path: s.Path, Port: s.Port}
+		}
+		configs = append(configs, config{"the CRD's conversion", got, admissionregistrationv1.WebhookClientConfig{
+			Service: &admissionregistrationv1.ServiceReference{Namespace: "system", Name: "handroll-webhook", Path: ptr.To("/convert"), Port: ptr.To[int32](443)},
+		}})
+	} else {
+		t.Fatalf("the CRD has no conversion webhook: %+v", crd.Spec.Conversion)
+	}
+	for _, c := range configs {
+		if c.got.URL != nil || c.got.Service == nil || !sameService(c.got.Service, c.want.Service) {
+			t.Errorf("%s after the stop: url %v, service %+v; want service %+v", c.what, ptr.Deref(c.got.URL, ""), c.got.Service, c.want.Service)
+		}
+		if len(c.got.CABundle) == 0 {
+			t.Errorf("%s lost its CA bundle", c.what)
+		}
+	}
+	for what, annotations := range map[string]map[string]string{"mutating": m.Annotations, "validating": v.Annotations, "CRD": crd.Annotations} {
+		if r, ok := annotations[certs.AnnotationReplacedClientConfigs]; ok {
+			t.Errorf("the %s configuration keeps the record %s", what, r)
+		}
+	}
+}
+
+func sameService(a, b *admissionregistrationv1.ServiceReference) bool {
+	return a.Namespace == b.Namespace && a.Name == b.Name && ptr.Deref(a.Path, "") == ptr.Deref(b.Path, "") && ptr.Deref(a.Port, 443) == ptr.Deref(b.Port, 443)
 }
