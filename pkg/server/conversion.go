@@ -125,6 +125,7 @@ func convertAll(s *runtime.Scheme, req *ConversionRequest) (out []runtime.RawExt
 		// A conversion function that panics on one odd object must not take
 		// the server down, and the API server must still get an answer.
 		if p := recover(); p != nil {
+			conversionPanics.Inc()
 			klog.ErrorS(fmt.Errorf("panic: %v", p), "Conversion panicked", "uid", req.UID, "stack", string(debug.Stack()))
 			out, err = nil, errors.New("internal error: the conversion failed")
 		}

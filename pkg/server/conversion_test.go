@@ -8,10 +8,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/conversion"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
+	handrollv1alpha1 "github.com/handroll/handroll/pkg/apis/handroll/v1alpha1"
 	"github.com/handroll/handroll/pkg/apis/scheme"
 	"github.com/handroll/handroll/pkg/server"
 )
@@ -127,5 +131,48 @@ func TestConversionSameVersionIsUnchanged(t *testing.T) {
 	}
 	if string(resp.ConvertedObjects[0].Raw) != obj {
 		t.Errorf("got %s, want the object unchanged", resp.ConvertedObjects[0].Raw)
+	}
+}
+
+// TestConversionPanicIsCountedAndAnswered: a conversion function that
+// panics gets the API server a Failure, not a dropped connection, and is
+// counted in controller_runtime_conversion_webhook_panics_total.
+func TestConversionPanicIsCountedAndAnswered(t *testing.T) {
+	s, err := scheme.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddConversionFunc((*handrollv1alpha1.WebApp)(nil), (*handrollv1.WebApp)(nil), func(_, _ any, _ conversion.Scope) error {
+		panic("boom")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	mux := server.NewWebhookMux()
+	mux.Handle("/convert", server.ServeConversion(s))
+	reg := prometheus.NewRegistry()
+	if err := mux.RegisterMetrics(reg); err != nil {
+		t.Fatal(err)
+	}
+	panics := func() float64 {
+		t.Helper()
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			if f.GetName() == "controller_runtime_conversion_webhook_panics_total" {
+				return f.GetMetric()[0].GetCounter().GetValue()
+			}
+		}
+		t.Fatal("controller_runtime_conversion_webhook_panics_total is not served")
+		return 0
+	}
+	before := panics()
+	resp := decodeResponse(t, postConversion(t, mux, review(t, "handroll.dev/v1", `{"apiVersion":"handroll.dev/v1alpha1","kind":"WebApp","metadata":{"name":"a"}}`)))
+	if resp.Result.Status != metav1.StatusFailure || !strings.Contains(resp.Result.Message, "internal error") {
+		t.Errorf("result %+v, want an internal-error Failure", resp.Result)
+	}
+	if got := panics() - before; got != 1 {
+		t.Errorf("the panics counter rose by %v, want 1", got)
 	}
 }

@@ -246,6 +246,7 @@ func decodeAdmissionReview(body []byte) (*admissionv1.AdmissionReview, string) {
 func callReview(review func(*admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse, req *admissionv1.AdmissionRequest) (resp *admissionv1.AdmissionResponse, msg string) {
 	defer func() {
 		if p := recover(); p != nil {
+			admissionPanics.Inc()
 			klog.ErrorS(fmt.Errorf("panic: %v", p), "Admission review panicked", "uid", req.UID,
 				"kind", req.Kind, "namespace", req.Namespace, "name", req.Name, "stack", string(debug.Stack()))
 			resp, msg = nil, "internal error: the admission review failed"

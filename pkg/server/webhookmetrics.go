@@ -42,8 +42,23 @@ func newWebhookMetrics() *webhookMetrics {
 }
 
 func (m *webhookMetrics) register(reg prometheus.Registerer) error {
-	return errors.Join(reg.Register(m.latency), reg.Register(m.total), reg.Register(m.inFlight))
+	return errors.Join(reg.Register(m.latency), reg.Register(m.total), reg.Register(m.inFlight),
+		reg.Register(admissionPanics), reg.Register(conversionPanics))
 }
+
+// The panics recovered in callReview and convertAll, as controller-runtime
+// counts them (process-wide there too). They start at 0, so that an alert
+// on their increase has a series to watch.
+var (
+	admissionPanics = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "controller_runtime_webhook_panics_total",
+		Help: "Total number of webhook panics",
+	})
+	conversionPanics = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "controller_runtime_conversion_webhook_panics_total",
+		Help: "Total number of conversion webhook panics",
+	})
+)
 
 // instrument wraps h as controller-runtime's InstrumentedHook does: the
 // in-flight gauge, the counter by status code and the latency. The series

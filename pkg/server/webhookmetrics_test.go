@@ -90,6 +90,14 @@ controller_runtime_webhook_requests_total{code="500",webhook="/validate-panics"}
 			t.Errorf("%s %s: %d, want %d", c.method, c.path, got, c.want)
 		}
 	}
+	// The panic is counted as controller-runtime counts it, process-wide.
+	panicsBefore := testutil.ToFloat64(admissionPanics)
+	if got := serve(http.MethodPost, broken, ctJSON, bytes.NewReader(reviewBody(t, "p")), -1); got != http.StatusInternalServerError {
+		t.Errorf("a panicking review: %d, want 500", got)
+	}
+	if got := testutil.ToFloat64(admissionPanics) - panicsBefore; got != 1 {
+		t.Errorf("controller_runtime_webhook_panics_total rose by %v for one panic, want 1", got)
+	}
 	// A body that grows past the limit while it is read, with no
 	// Content-Length to refuse it by, is a 413 too.
 	if got := serve(http.MethodPost, admit, ctJSON, io.MultiReader(strings.NewReader(`{"a":"`), strings.NewReader(strings.Repeat("x", MaxWebhookRequestBytes))), -1); got != http.StatusRequestEntityTooLarge {
@@ -102,7 +110,7 @@ controller_runtime_webhook_requests_total{code="500",webhook="/validate-panics"}
 	}{
 		{admit, "200", 2}, {admit, "405", 1}, {admit, "415", 1}, {admit, "413", 2}, {admit, "400", 1}, {admit, "500", 0},
 		{convert, "200", 1}, {convert, "400", 1}, {convert, "500", 0},
-		{broken, "500", 1}, {broken, "200", 0},
+		{broken, "500", 2}, {broken, "200", 0},
 	} {
 		if got := testutil.ToFloat64(mux.metrics.total.WithLabelValues(c.path, c.code)); got != c.want {
 			t.Errorf("requests_total{webhook=%q,code=%q} = %v, want %v", c.path, c.code, got, c.want)
@@ -111,7 +119,7 @@ controller_runtime_webhook_requests_total{code="500",webhook="/validate-panics"}
 	if n := testutil.CollectAndCount(mux.metrics.total); n != 11 {
 		t.Errorf("%d requests_total series, want 11 (the unknown path must add none)", n)
 	}
-	for path, want := range map[string]uint64{admit: 7, convert: 2, broken: 1} {
+	for path, want := range map[string]uint64{admit: 7, convert: 2, broken: 2} {
 		if got := histogramCount(t, reg, "controller_runtime_webhook_latency_seconds", path); got != want {
 			t.Errorf("latency_seconds{webhook=%q} has %d observations, want %d", path, got, want)
 		}
