@@ -124,13 +124,22 @@ func (in injection) webhookRecords(target string, meta metav1.Object, names []st
 		}
 		return in.remember(meta, prior)
 	}
+	r, ok, err := in.abandoned(target, meta)
+	if err != nil || !ok {
+		return false, err
+	}
+	return true, restoreWebhooks(target, meta, names, ccs, r)
+}
+
+// abandoned returns the record on meta when nobody renews it any more.
+func (in injection) abandoned(target string, meta metav1.Object) (replaced, bool, error) {
 	r, had, err := readReplaced(meta)
 	if err != nil || !had || in.records.stale == nil || !in.records.stale(target, r.RenewTime) {
-		return false, err
+		return r, false, err
 	}
 	klog.InfoS("The process serving the webhooks at a URL stopped renewing its record; restoring the client configurations it replaced",
 		"target", target, "url", r.URL, "renewTime", r.RenewTime)
-	return true, restoreWebhooks(target, meta, names, ccs, r)
+	return r, true, nil
 }
 
 // priorWebhooks lists the clientConfigs apply would replace.
@@ -169,12 +178,10 @@ func (in injection) crdRecords(target string, crd *unstructured.Unstructured) (b
 		}
 		return in.remember(crd, prior)
 	}
-	r, had, err := readReplaced(crd)
-	if err != nil || !had || in.records.stale == nil || !in.records.stale(target, r.RenewTime) {
+	r, ok, err := in.abandoned(target, crd)
+	if err != nil || !ok {
 		return false, err
 	}
-	klog.InfoS("The process serving the conversion webhook at a URL stopped renewing its record; restoring the client configuration it replaced",
-		"target", target, "url", r.URL, "renewTime", r.RenewTime)
 	return true, restoreCRD(target, crd, r)
 }
 
@@ -258,40 +265,32 @@ func (m *Manager) RestoreClientConfigs(ctx context.Context) error {
 		return nil
 	}
 	m.restored.Store(true)
+	admission := m.kube.AdmissionregistrationV1()
 	var errs []error
 	for _, t := range m.targets() {
 		var err error
 		switch t.kind {
 		case "MutatingWebhookConfiguration":
-			client := m.kube.AdmissionregistrationV1().MutatingWebhookConfigurations()
-			err = m.restore(ctx, func(ctx context.Context) (metav1.Object, error) { return client.Get(ctx, t.name, metav1.GetOptions{}) },
-				func(obj metav1.Object, r replaced) error {
-					names, ccs := mutatingClientConfigs(obj.(*admissionregistrationv1.MutatingWebhookConfiguration))
-					return restoreWebhooks(t.String(), obj, names, ccs, r)
-				},
-				func(ctx context.Context, obj metav1.Object) error {
-					_, err := client.Update(ctx, obj.(*admissionregistrationv1.MutatingWebhookConfiguration), metav1.UpdateOptions{})
-					return err
-				})
+			c := admission.MutatingWebhookConfigurations()
+			err = restoreTarget(ctx, m.opts.URL, getter(c.Get, t.name), func(o *admissionregistrationv1.MutatingWebhookConfiguration, r replaced) error {
+				names, ccs := mutatingClientConfigs(o)
+				return restoreWebhooks(t.String(), o, names, ccs, r)
+			}, updater(c.Update))
 		case "ValidatingWebhookConfiguration":
-			client := m.kube.AdmissionregistrationV1().ValidatingWebhookConfigurations()
-			err = m.restore(ctx, func(ctx context.Context) (metav1.Object, error) { return client.Get(ctx, t.name, metav1.GetOptions{}) },
-				func(obj metav1.Object, r replaced) error {
-					names, ccs := validatingClientConfigs(obj.(*admissionregistrationv1.ValidatingWebhookConfiguration))
-					return restoreWebhooks(t.String(), obj, names, ccs, r)
-				},
-				func(ctx context.Context, obj metav1.Object) error {
-					_, err := client.Update(ctx, obj.(*admissionregistrationv1.ValidatingWebhookConfiguration), metav1.UpdateOptions{})
-					return err
-				})
+			c := admission.ValidatingWebhookConfigurations()
+			err = restoreTarget(ctx, m.opts.URL, getter(c.Get, t.name), func(o *admissionregistrationv1.ValidatingWebhookConfiguration, r replaced) error {
+				names, ccs := validatingClientConfigs(o)
+				return restoreWebhooks(t.String(), o, names, ccs, r)
+			}, updater(c.Update))
 		case "CustomResourceDefinition":
-			client := m.dyn.Resource(crdResource)
-			err = m.restore(ctx, func(ctx context.Context) (metav1.Object, error) { return client.Get(ctx, t.name, metav1.GetOptions{}) },
-				func(obj metav1.Object, r replaced) error {
-					return restoreCRD(t.String(), obj.(*unstructured.Unstructured), r)
+			c := m.dyn.Resource(crdResource)
+			err = restoreTarget(ctx, m.opts.URL,
+				func(ctx context.Context) (*unstructured.Unstructured, error) {
+					return c.Get(ctx, t.name, metav1.GetOptions{})
 				},
-				func(ctx context.Context, obj metav1.Object) error {
-					_, err := client.Update(ctx, obj.(*unstructured.Unstructured), metav1.UpdateOptions{})
+				func(o *unstructured.Unstructured, r replaced) error { return restoreCRD(t.String(), o, r) },
+				func(ctx context.Context, o *unstructured.Unstructured) error {
+					_, err := c.Update(ctx, o, metav1.UpdateOptions{})
 					return err
 				})
 		}
@@ -302,12 +301,12 @@ func (m *Manager) RestoreClientConfigs(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// restore reads a target, restores its record when it is this manager's,
-// and writes it; a conflict reads it again.
-func (m *Manager) restore(ctx context.Context,
-	get func(context.Context) (metav1.Object, error),
-	change func(metav1.Object, replaced) error,
-	update func(context.Context, metav1.Object) error,
+// restoreTarget reads a target, restores its record when it is url's, and
+// writes it; a conflict reads it again.
+func restoreTarget[T metav1.Object](ctx context.Context, url string,
+	get func(context.Context) (T, error),
+	change func(T, replaced) error,
+	update func(context.Context, T) error,
 ) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		obj, err := get(ctx)
@@ -317,7 +316,7 @@ func (m *Manager) restore(ctx context.Context,
 			return err
 		}
 		r, had, err := readReplaced(obj)
-		if err != nil || !had || r.URL != m.opts.URL {
+		if err != nil || !had || r.URL != url {
 			return err
 		}
 		if err := change(obj, r); err != nil {
@@ -325,6 +324,17 @@ func (m *Manager) restore(ctx context.Context,
 		}
 		return update(ctx, obj)
 	})
+}
+
+func getter[T any](get func(context.Context, string, metav1.GetOptions) (T, error), name string) func(context.Context) (T, error) {
+	return func(ctx context.Context) (T, error) { return get(ctx, name, metav1.GetOptions{}) }
+}
+
+func updater[T any](update func(context.Context, T, metav1.UpdateOptions) (T, error)) func(context.Context, T) error {
+	return func(ctx context.Context, obj T) error {
+		_, err := update(ctx, obj, metav1.UpdateOptions{})
+		return err
+	}
 }
 
 func mutatingClientConfigs(obj *admissionregistrationv1.MutatingWebhookConfiguration) ([]string, []*admissionregistrationv1.WebhookClientConfig) {

@@ -55,7 +55,6 @@ func TestOneNamespace(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	const elsewhere = "ops-elsewhere"
 	kubectl := kubectlPath(t)
 	def := kustomize(t, kubectl, "default")
 	moved := kustomizePath(t, kubectl, installOverlay(t, elsewhere), "an overlay setting namespace "+elsewhere)

@@ -5,9 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"maps"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -47,8 +45,8 @@ func TestNetworkPolicyComponent(t *testing.T) {
 	if _, ok := findKind(kustomize(t, kubectl, "default"), "NetworkPolicy"); ok {
 		t.Errorf("manifests/default holds a NetworkPolicy; the policies are optional, in manifests/network-policy")
 	}
-	objs := kustomizePath(t, kubectl, writeOverlay(t, true), "the overlay with manifests/network-policy")
-	without := kustomizePath(t, kubectl, writeOverlay(t, false), "the overlay without it")
+	objs := kustomizePath(t, kubectl, installOverlay(t, elsewhere, "network-policy"), "the overlay with manifests/network-policy")
+	without := kustomizePath(t, kubectl, installOverlay(t, elsewhere), "the overlay without it")
 
 	// The component adds the policies and changes nothing else.
 	var added []string
@@ -149,32 +147,6 @@ func TestNetworkPolicyComponent(t *testing.T) {
 			t.Errorf("the API server stored %s as %s, the manifest says %s", np.Name, asJSON(got.Spec), asJSON(np.Spec))
 		}
 	}
-}
-
-// writeOverlay writes the overlay of a user who runs handroll in another
-// namespace, with or without the policies, and returns its directory.
-func writeOverlay(t *testing.T, withPolicies bool) string {
-	t.Helper()
-	root, err := controlplane.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	rel := func(p string) string {
-		r, err := filepath.Rel(dir, filepath.Join(root, "manifests", p))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
-	k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: " + elsewhere + "\nresources:\n- " + rel("default") + "\n"
-	if withPolicies {
-		k += "components:\n- " + rel("network-policy") + "\n"
-	}
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return dir
 }
 
 // portIs says whether a policy port is the container port name, by name or

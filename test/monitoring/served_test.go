@@ -1,28 +1,18 @@
 package monitoring
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
-	"github.com/handroll/handroll/pkg/apis/scheme"
-	"github.com/handroll/handroll/test/controlplane"
 	"github.com/handroll/handroll/test/operator"
 )
 
@@ -180,56 +170,17 @@ func poll(t *testing.T, what string, timeout time.Duration, cond func(context.Co
 // control plane is its own, so they apply to every namespace.
 func installWebhookConfigurations(t *testing.T) string {
 	t.Helper()
-	root, err := controlplane.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
+	mutating, validating := operator.ManifestWebhookConfigurations(t)
+	if mutating.Name != validating.Name {
+		t.Fatalf("manifests/webhook: want a mutating and a validating configuration of one name, got %s and %s", mutating.Name, validating.Name)
 	}
-	s, err := scheme.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	decoder := scheme.Codecs(s).UniversalDeserializer()
 	ar := env.KubeClient(t).AdmissionregistrationV1()
 	ctx := context.Background()
-	var names []string
-	files, _ := filepath.Glob(filepath.Join(root, "manifests", "webhook", "*.yaml"))
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-		for {
-			doc, err := docs.Read()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			raw, err := utilyaml.ToJSON(doc)
-			if err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			obj, _, err := decoder.Decode(raw, nil, nil)
-			if err != nil {
-				continue // kustomization.yaml, or empty
-			}
-			switch o := obj.(type) {
-			case *admissionregistrationv1.MutatingWebhookConfiguration:
-				_, err = ar.MutatingWebhookConfigurations().Create(ctx, o, metav1.CreateOptions{})
-				names = append(names, o.Name)
-			case *admissionregistrationv1.ValidatingWebhookConfiguration:
-				_, err = ar.ValidatingWebhookConfigurations().Create(ctx, o, metav1.CreateOptions{})
-				names = append(names, o.Name)
-			}
-			if err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-		}
+	if _, err := ar.MutatingWebhookConfigurations().Create(ctx, mutating, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
-	if len(names) != 2 || names[0] != names[1] {
-		t.Fatalf("manifests/webhook: want a mutating and a validating configuration of one name, got %v", names)
+	if _, err := ar.ValidatingWebhookConfigurations().Create(ctx, validating, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
-	return names[0]
+	return mutating.Name
 }

@@ -62,15 +62,18 @@ func TestMain(m *testing.M) {
 // these annotations. labels are added (Pod Security, say).
 func realNamespace(t *testing.T, prefix string, labels map[string]string) string {
 	t.Helper()
+	return createNamespace(t, prefix, labels, map[string]string{
+		"scheduler.alpha.kubernetes.io/node-selector":      controlplane.RealNodeLabel + "=true",
+		"scheduler.alpha.kubernetes.io/defaultTolerations": fmt.Sprintf(`[{"key":%q,"operator":"Equal","value":"true","effect":"NoSchedule"}]`, controlplane.RealNodeTaint),
+	})
+}
+
+// createNamespace creates a namespace named after prefix, deleted when t
+// ends.
+func createNamespace(t *testing.T, prefix string, labels, annotations map[string]string) string {
+	t.Helper()
 	ns, err := kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{
-		ObjectMeta: metav1.ObjectMeta{
-			GenerateName: prefix + "-",
-			Labels:       labels,
-			Annotations: map[string]string{
-				"scheduler.alpha.kubernetes.io/node-selector":      controlplane.RealNodeLabel + "=true",
-				"scheduler.alpha.kubernetes.io/defaultTolerations": fmt.Sprintf(`[{"key":%q,"operator":"Equal","value":"true","effect":"NoSchedule"}]`, controlplane.RealNodeTaint),
-			},
-		},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-", Labels: labels, Annotations: annotations},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)

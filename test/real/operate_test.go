@@ -361,16 +361,7 @@ func writeOverlay(t *testing.T, name, body string) string {
 // plainNamespace is a namespace whose WebApps run no pods (replicas 0).
 func plainNamespace(t *testing.T, prefix string) string {
 	t.Helper()
-	ns, err := kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = kube.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
-	})
-	return ns.Name
+	return createNamespace(t, prefix, nil, nil)
 }
 
 // createWebApp creates a WebApp of no replicas, once the webhooks admit it.

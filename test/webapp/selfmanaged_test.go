@@ -1,14 +1,8 @@
 package webapp
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,80 +12,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	handrollv1alpha1 "github.com/handroll/handroll/pkg/apis/handroll/v1alpha1"
-	"github.com/handroll/handroll/pkg/apis/scheme"
 	"github.com/handroll/handroll/pkg/certs"
-	"github.com/handroll/handroll/test/controlplane"
 	"github.com/handroll/handroll/test/operator"
 )
-
-// manifestWebhookConfigurations reads the mutating and the validating
-// webhook configuration of manifests/webhook, so that every test admits
-// WebApps with the rules and matchConditions a cluster gets.
-func manifestWebhookConfigurations(t *testing.T) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration) {
-	t.Helper()
-	root, err := controlplane.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := scheme.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	decoder := scheme.Codecs(s).UniversalDeserializer()
-	var mutating *admissionregistrationv1.MutatingWebhookConfiguration
-	var validating *admissionregistrationv1.ValidatingWebhookConfiguration
-	files, _ := filepath.Glob(filepath.Join(root, "manifests", "webhook", "*.yaml"))
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-		for {
-			doc, err := docs.Read()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			if len(bytes.TrimSpace(doc)) == 0 {
-				continue
-			}
-			raw, err := utilyaml.ToJSON(doc)
-			if err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			obj, _, err := decoder.Decode(raw, nil, nil)
-			if err != nil {
-				// kustomization.yaml and anything else not a Kubernetes object.
-				continue
-			}
-			switch o := obj.(type) {
-			case *admissionregistrationv1.MutatingWebhookConfiguration:
-				if mutating != nil {
-					t.Fatalf("manifests/webhook has more than one MutatingWebhookConfiguration")
-				}
-				mutating = o
-			case *admissionregistrationv1.ValidatingWebhookConfiguration:
-				if validating != nil {
-					t.Fatalf("manifests/webhook has more than one ValidatingWebhookConfiguration")
-				}
-				validating = o
-			}
-		}
-	}
-	if mutating == nil || validating == nil || len(mutating.Webhooks) != 1 || len(validating.Webhooks) != 1 {
-		t.Fatalf("manifests/webhook must hold a mutating and a validating webhook configuration of one webhook each")
-	}
-	return mutating, validating
-}
 
 // installWebhookConfigurations creates the webhook configurations of
 // manifests/webhook under the given name, limited to namespace ns so that
@@ -100,7 +28,7 @@ func manifestWebhookConfigurations(t *testing.T) (*admissionregistrationv1.Mutat
 // the operator redirects them to --webhook-url.
 func installWebhookConfigurations(t *testing.T, name, ns string) {
 	t.Helper()
-	mutating, validating := manifestWebhookConfigurations(t)
+	mutating, validating := operator.ManifestWebhookConfigurations(t)
 	selector := &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}
 	ar := kubeClient(t).AdmissionregistrationV1()
 	ctx := context.Background()
@@ -335,7 +263,7 @@ func TestWebhookURLIsPutBackOnStop(t *testing.T) {
 	ns := env.Namespace(t)
 	configuration := "handroll-" + ns
 	installWebhookConfigurations(t, configuration, ns)
-	mutating, validating := manifestWebhookConfigurations(t)
+	mutating, validating := operator.ManifestWebhookConfigurations(t)
 	args, url := webhookArgs(t, configuration)
 	op, _ := startOperator(t, args...)
 	waitInjected(t, configuration, url)

@@ -62,7 +62,7 @@ func TestAPIServerCallsTheWebhooks(t *testing.T) {
 	name := "handroll-" + ns
 	ar := kubeClient(t).AdmissionregistrationV1()
 	// Which requests reach the webhooks is the manifests' choice.
-	mutating, validating := manifestWebhookConfigurations(t)
+	mutating, validating := operator.ManifestWebhookConfigurations(t)
 	if _, err := ar.MutatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Webhooks: []admissionregistrationv1.MutatingWebhook{{
