@@ -210,7 +210,7 @@ test-chaos: testbin ## Run the fault tests (test/chaos: crashes, API server and 
 # hack/install-node-packages.sh installs; where they cannot be had, the
 # target says so and passes without running anything.
 .PHONY: test-real
-test-real: testbin ## Run handroll in real containers on the local cluster's real node (test/real: make deploy, rollout, kill, egress guard); starts the cluster if needed.
+test-real: testbin ## Run handroll in real containers on the local cluster's real node (test/real: deploy elsewhere, local run beside, undeploy, rollout, kill, egress guard); starts the cluster if needed.
 	@if ! hack/install-node-packages.sh; then \
 	  echo "test-real: SKIPPED: the container runtime cannot be installed on this machine (root and apt-get are needed)"; exit 0; \
 	fi; \
@@ -284,7 +284,7 @@ else
 endif
 
 .PHONY: undeploy
-undeploy: ## Remove what deploy installed (the CRD and so every WebApp, too): no pod, Lease, Secret or webhook configuration is left.
+undeploy: ## Remove what deploy installed, in order: every WebApp (finalizers removed if no operator runs), the operator, the rest, the CRD last.
 ifneq ($(strip $(KUBECONFIG)),)
 	hack/deploy.sh undeploy "$(or $(KUSTOMIZE_DIR),manifests/default)" "$(IMG)"
 else
