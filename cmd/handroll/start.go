@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
@@ -63,6 +64,11 @@ func start(ctx context.Context, o options) error {
 		return fmt.Errorf("step 5, clients: %w", err)
 	}
 	kubeClient, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("step 5, clients: %w", err)
+	}
+	// The metadata client only lists and watches (the metadata caches).
+	metadataClient, err := metadata.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("step 5, clients: %w", err)
 	}
@@ -121,11 +127,13 @@ func start(ctx context.Context, o options) error {
 
 	// Step 8 — cache (cluster.New, cache.Options): informers for WebApps
 	// and for the children, in every namespace or in --namespaces
-	// (DefaultNamespaces). Deployments and Services are cached only when
-	// labelled managed-by=handroll (ByObject label selectors); ConfigMaps
-	// whole, because a spec.configMapRef names a ConfigMap of the user's.
-	// managedFields are dropped before objects are stored (DefaultTransform).
-	caches := handrollcache.New(kubeClient, handrollClient, handrollcache.Options{
+	// (DefaultNamespaces). Deployments, Services and ConfigMaps are cached
+	// whole only when labelled managed-by=handroll (ByObject label
+	// selectors); of every other one, the metadata alone, trimmed
+	// (builder.OnlyMetadata): enough to see a child's name taken and a
+	// referenced ConfigMap change. managedFields are dropped before objects
+	// are stored (DefaultTransform).
+	caches := handrollcache.New(kubeClient, handrollClient, metadataClient, handrollcache.Options{
 		Namespaces:        o.namespaces,
 		ChildSelector:     webapp.LabelManagedBy + "=" + webapp.ManagedBy,
 		SyncPeriod:        o.syncPeriod,
@@ -142,6 +150,10 @@ func start(ctx context.Context, o options) error {
 		Deployments: caches.Deployments(),
 		Services:    caches.Services(),
 		ConfigMaps:  caches.ConfigMaps(),
+
+		DeploymentMetadata: caches.Metadata(handrollcache.DeploymentsResource),
+		ServiceMetadata:    caches.Metadata(handrollcache.ServicesResource),
+		ConfigMapMetadata:  caches.Metadata(handrollcache.ConfigMapsResource),
 	}
 	// Without warm standby a standby has no caches to wait for: it is ready
 	// to serve its webhooks and to take over.
@@ -187,6 +199,10 @@ func start(ctx context.Context, o options) error {
 		Kube:                  kubeClient,
 		Recorder:              recorder,
 		ChildrenCacheFiltered: true,
+		DeploymentMeta:        caches.MetadataLister(handrollcache.DeploymentsResource),
+		ServiceMeta:           caches.MetadataLister(handrollcache.ServicesResource),
+		ConfigMapMeta:         caches.MetadataLister(handrollcache.ConfigMapsResource),
+		RefConfigMaps:         &webapp.RefConfigMaps{Kube: kubeClient},
 	}, informerSet, controller.Options{
 		MaxConcurrentReconciles: o.maxConcurrentReconciles,
 		Registerer:              registry,

@@ -9,11 +9,14 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 
 	clientset "github.com/handroll/handroll/pkg/generated/clientset/versioned"
@@ -26,8 +29,9 @@ type Options struct {
 	// Namespaces to cache; empty means all. With several, each gets its own
 	// informers (a watch cannot span a chosen set of namespaces).
 	Namespaces []string
-	// ChildSelector is the label selector for Deployments and Services;
-	// empty caches them all.
+	// ChildSelector is the label selector for the full objects cached of
+	// Deployments, Services and ConfigMaps; empty caches them all. The
+	// metadata caches are never filtered.
 	ChildSelector string
 	// SyncPeriod is the informers' resync period; 0 disables resyncs.
 	SyncPeriod time.Duration
@@ -37,15 +41,23 @@ type Options struct {
 	OperatorNamespace string
 }
 
-// Caches are the informers of one operator: WebApps, and the Deployments,
-// Services and ConfigMaps it owns or reads. Listers answer from whichever
+// Caches are the informers of one operator: WebApps; the Deployments,
+// Services and ConfigMaps it owns, whole; and the metadata alone of every
+// Deployment, Service and ConfigMap. Listers answer from whichever
 // namespace's informer holds the object.
+//
+// The split keeps memory in proportion to handroll's own objects: a full
+// object is cached only when labelled as ours, and of the rest (other
+// teams' ConfigMaps, which may be large) only what the foreign-name check
+// and the spec.configMapRef watch read: name, uid, resourceVersion and the
+// controller reference (TrimMetadata).
 type Caches struct {
 	namespaces []string // metav1.NamespaceAll alone when watching everything
 	extraNS    string   // the operator's namespace, when outside namespaces
 	handroll   map[string]informers.SharedInformerFactory
-	children   map[string]kubeinformers.SharedInformerFactory
-	configMaps map[string]kubeinformers.SharedInformerFactory
+	children   map[string]kubeinformers.SharedInformerFactory // labelled as ours
+	metadata   map[string]metadatainformer.SharedInformerFactory
+	extra      kubeinformers.SharedInformerFactory // extraNS's labelled ConfigMaps
 
 	mu       sync.Mutex
 	lastErrs map[string]error // informer name → last list/watch error
@@ -59,12 +71,12 @@ type namedInformer struct {
 
 // New creates the informer factories; the informers themselves exist once
 // requested (see the accessors) and run from Start.
-func New(kube kubernetes.Interface, handroll clientset.Interface, o Options) *Caches {
+func New(kube kubernetes.Interface, handroll clientset.Interface, meta metadata.Interface, o Options) *Caches {
 	c := &Caches{
 		namespaces: slices.Clone(o.Namespaces),
 		handroll:   map[string]informers.SharedInformerFactory{},
 		children:   map[string]kubeinformers.SharedInformerFactory{},
-		configMaps: map[string]kubeinformers.SharedInformerFactory{},
+		metadata:   map[string]metadatainformer.SharedInformerFactory{},
 		lastErrs:   map[string]error{},
 	}
 	if len(c.namespaces) == 0 {
@@ -76,13 +88,12 @@ func New(kube kubernetes.Interface, handroll clientset.Interface, o Options) *Ca
 		c.children[ns] = kubeinformers.NewSharedInformerFactoryWithOptions(kube, o.SyncPeriod,
 			kubeinformers.WithNamespace(ns), kubeinformers.WithTransform(StripForCache),
 			kubeinformers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = o.ChildSelector }))
-		c.configMaps[ns] = kubeinformers.NewSharedInformerFactoryWithOptions(kube, o.SyncPeriod,
-			kubeinformers.WithNamespace(ns), kubeinformers.WithTransform(StripForCache))
+		c.metadata[ns] = metadatainformer.NewFilteredSharedInformerFactory(meta, o.SyncPeriod, ns, nil)
 	}
 	if ns := o.OperatorNamespace; ns != "" {
 		if _, ok := c.factoryNamespace(ns); !ok {
 			c.extraNS = ns
-			c.configMaps[ns] = kubeinformers.NewSharedInformerFactoryWithOptions(kube, o.SyncPeriod,
+			c.extra = kubeinformers.NewSharedInformerFactoryWithOptions(kube, o.SyncPeriod,
 				kubeinformers.WithNamespace(ns), kubeinformers.WithTransform(StripForCache),
 				kubeinformers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = o.ChildSelector }))
 		}
@@ -90,7 +101,15 @@ func New(kube kubernetes.Interface, handroll clientset.Interface, o Options) *Ca
 	return c
 }
 
-// configMapNamespaces are the keys of the ConfigMap factories.
+// configMapInformer is the informer of namespace key's labelled ConfigMaps.
+func (c *Caches) configMapInformer(key string) kubeinformers.SharedInformerFactory {
+	if key != "" && key == c.extraNS {
+		return c.extra
+	}
+	return c.children[key]
+}
+
+// configMapNamespaces are the keys of the ConfigMap informers.
 func (c *Caches) configMapNamespaces() []string {
 	if c.extraNS == "" {
 		return c.namespaces
@@ -119,6 +138,26 @@ func StripForCache(obj any) (any, error) {
 	return obj, nil
 }
 
+// TrimMetadata keeps, of an object's metadata, what the metadata caches are
+// read for: its identity, its resourceVersion (a referenced ConfigMap's
+// data is fetched again when it moves) and its controller reference (whose
+// object holds a child's name). Labels, annotations, managedFields and the
+// other owner references would cost more than the rest together.
+func TrimMetadata(obj any) (any, error) {
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return obj, nil // a tombstone, or not ours to trim
+	}
+	trimmed := &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+		Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
+		Generation: m.Generation, DeletionTimestamp: m.DeletionTimestamp,
+	}}
+	if ref := metav1.GetControllerOfNoCopy(m); ref != nil {
+		trimmed.OwnerReferences = []metav1.OwnerReference{*ref}
+	}
+	return trimmed, nil
+}
+
 // WebApps returns the WebApp informers, one per namespace.
 func (c *Caches) WebApps() []cache.SharedIndexInformer {
 	return each(c, "handroll.dev/v1 WebApps", func(ns string) cache.SharedIndexInformer {
@@ -140,10 +179,30 @@ func (c *Caches) Services() []cache.SharedIndexInformer {
 	})
 }
 
-// ConfigMaps returns the ConfigMap informers, one per namespace.
+// ConfigMaps returns the informers of the ConfigMaps labelled as ours, one
+// per namespace (and one for the operator's namespace).
 func (c *Caches) ConfigMaps() []cache.SharedIndexInformer {
 	return eachIn(c, c.configMapNamespaces(), "v1 ConfigMaps", func(ns string) cache.SharedIndexInformer {
-		return c.configMaps[ns].Core().V1().ConfigMaps().Informer()
+		return c.configMapInformer(ns).Core().V1().ConfigMaps().Informer()
+	})
+}
+
+// The resources whose metadata is cached.
+var (
+	DeploymentsResource = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	ServicesResource    = schema.GroupVersionResource{Version: "v1", Resource: "services"}
+	ConfigMapsResource  = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+)
+
+// Metadata returns the informers of resource's metadata (TrimMetadata of
+// every object, labelled or not), one per namespace.
+func (c *Caches) Metadata(resource schema.GroupVersionResource) []cache.SharedIndexInformer {
+	return each(c, resource.GroupVersion().String()+" "+resource.Resource+" (metadata)", func(ns string) cache.SharedIndexInformer {
+		inf := c.metadata[ns].ForResource(resource).Informer()
+		// The filtered factory takes no transform. Setting it fails only
+		// once the informer runs, and then it was set by an earlier call.
+		_ = inf.SetTransform(TrimMetadata)
+		return inf
 	})
 }
 
@@ -187,9 +246,10 @@ func (c *Caches) Start(stop <-chan struct{}) {
 	for _, ns := range c.namespaces {
 		c.handroll[ns].Start(stop)
 		c.children[ns].Start(stop)
+		c.metadata[ns].Start(stop)
 	}
-	for _, ns := range c.configMapNamespaces() {
-		c.configMaps[ns].Start(stop)
+	if c.extra != nil {
+		c.extra.Start(stop)
 	}
 }
 
@@ -198,9 +258,10 @@ func (c *Caches) Shutdown() {
 	for _, ns := range c.namespaces {
 		c.handroll[ns].Shutdown()
 		c.children[ns].Shutdown()
+		c.metadata[ns].Shutdown()
 	}
-	for _, ns := range c.configMapNamespaces() {
-		c.configMaps[ns].Shutdown()
+	if c.extra != nil {
+		c.extra.Shutdown()
 	}
 }
 
@@ -256,8 +317,15 @@ func (c *Caches) DeploymentLister() appslisters.DeploymentLister { return deploy
 // ServiceLister returns a lister over every namespace's Services.
 func (c *Caches) ServiceLister() corelisters.ServiceLister { return serviceLister{c} }
 
-// ConfigMapLister returns a lister over every namespace's ConfigMaps.
+// ConfigMapLister returns a lister over every namespace's ConfigMaps
+// labelled as ours.
 func (c *Caches) ConfigMapLister() corelisters.ConfigMapLister { return configMapLister{c} }
+
+// MetadataLister returns a lister over every namespace's metadata of
+// resource (see Metadata).
+func (c *Caches) MetadataLister(resource schema.GroupVersionResource) MetadataLister {
+	return metadataLister{c: c, resource: resource}
+}
 
 // factoryNamespace is the key of the factory that caches namespace ns, or
 // false when ns is not cached at all.

@@ -8,9 +8,13 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	meta_ "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	metadatafake "k8s.io/client-go/metadata/fake"
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	handrollfake "github.com/handroll/handroll/pkg/generated/clientset/versioned/fake"
@@ -31,23 +35,50 @@ func meta(ns, name string, lbls map[string]string) metav1.ObjectMeta {
 func startCaches(t *testing.T, o Options) *Caches {
 	t.Helper()
 	ours := map[string]string{"app.kubernetes.io/managed-by": "handroll"}
-	kube := kubefake.NewClientset(
+	objs := []runtime.Object{
 		&appsv1.Deployment{ObjectMeta: meta("a", "web", ours)},
 		&appsv1.Deployment{ObjectMeta: meta("a", "foreign", nil)},
 		&appsv1.Deployment{ObjectMeta: meta("b", "web", ours)},
 		&corev1.ConfigMap{ObjectMeta: meta("a", "user-settings", nil)},
 		&corev1.ConfigMap{ObjectMeta: meta("ops", "webapp-directory", ours)},
 		&corev1.ConfigMap{ObjectMeta: meta("ops", "unrelated", nil)},
-	)
+	}
+	kube := kubefake.NewClientset(objs...)
+	var metas []runtime.Object
+	for _, o := range objs {
+		m, err := meta_.Accessor(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kind := "ConfigMap"
+		apiVersion := "v1"
+		if _, ok := o.(*appsv1.Deployment); ok {
+			kind, apiVersion = "Deployment", "apps/v1"
+		}
+		metas = append(metas, &metav1.PartialObjectMetadata{
+			TypeMeta:   metav1.TypeMeta{APIVersion: apiVersion, Kind: kind},
+			ObjectMeta: metav1.ObjectMeta{Namespace: m.GetNamespace(), Name: m.GetName(), Labels: m.GetLabels(), Annotations: m.GetAnnotations()},
+		})
+	}
+	scheme := metadatafake.NewTestScheme()
+	for _, gv := range []schema.GroupVersion{{Version: "v1"}, {Group: "apps", Version: "v1"}} {
+		for _, kind := range []string{"ConfigMap", "Deployment", "Service"} {
+			scheme.AddKnownTypeWithName(gv.WithKind(kind), &metav1.PartialObjectMetadata{})
+			scheme.AddKnownTypeWithName(gv.WithKind(kind+"List"), &metav1.PartialObjectMetadataList{})
+		}
+	}
+	metaClient := metadatafake.NewSimpleMetadataClient(scheme, metas...)
 	hr := handrollfake.NewClientset(
 		&handrollv1.WebApp{ObjectMeta: meta("a", "web", nil)},
 		&handrollv1.WebApp{ObjectMeta: meta("b", "web", nil)},
 	)
-	c := New(kube, hr, o)
+	c := New(kube, hr, metaClient, o)
 	c.WebApps()
 	c.Deployments()
 	c.Services()
 	c.ConfigMaps()
+	c.Metadata(DeploymentsResource)
+	c.Metadata(ConfigMapsResource)
 	stop := make(chan struct{})
 	t.Cleanup(func() { close(stop); c.Shutdown() })
 	c.Start(stop)
@@ -72,9 +103,19 @@ func TestAllNamespaces(t *testing.T) {
 	if _, err := c.DeploymentLister().Deployments("a").Get("foreign"); !apierrors.IsNotFound(err) {
 		t.Errorf("an unlabelled Deployment is cached: err %v", err)
 	}
-	// ConfigMaps are cached whole: a user's referenced one is there.
-	if _, err := c.ConfigMapLister().ConfigMaps("a").Get("user-settings"); err != nil {
-		t.Errorf("user ConfigMap: %v", err)
+	// A user's ConfigMap is not cached whole, but its metadata is, trimmed.
+	if _, err := c.ConfigMapLister().ConfigMaps("a").Get("user-settings"); !apierrors.IsNotFound(err) {
+		t.Errorf("an unlabelled ConfigMap is cached whole: err %v", err)
+	}
+	m, err := c.MetadataLister(ConfigMapsResource).Get("a", "user-settings")
+	if err != nil {
+		t.Fatalf("user ConfigMap's metadata: %v", err)
+	}
+	if len(m.Annotations) != 0 || len(m.ManagedFields) != 0 || m.Name != "user-settings" {
+		t.Errorf("metadata not trimmed: %+v", m.ObjectMeta)
+	}
+	if _, err := c.MetadataLister(DeploymentsResource).Get("a", "foreign"); err != nil {
+		t.Errorf("the foreign Deployment's metadata: %v", err)
 	}
 }
 

@@ -3,7 +3,9 @@
 //
 // Manager piece replaced: cluster.New's cache and its cache.Options —
 // DefaultNamespaces (one informer factory per namespace), ByObject label
-// selectors (children cached only when labelled as ours), DefaultTransform
+// selectors (children cached whole only when labelled as ours),
+// builder.OnlyMetadata (the metadata alone of every other Deployment,
+// Service and ConfigMap, through the metadata client), DefaultTransform
 // (managedFields and the last-applied annotation dropped before objects are
 // stored), SyncPeriod — and WaitForCacheSync, with an error that names the
 // informer that did not sync and the last error its list or watch met.

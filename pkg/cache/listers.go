@@ -1,9 +1,12 @@
 package cache
 
 import (
+	"fmt"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	appslisters "k8s.io/client-go/listers/apps/v1"
@@ -86,7 +89,7 @@ type configMapLister struct{ c *Caches }
 func (l configMapLister) List(sel labels.Selector) ([]*corev1.ConfigMap, error) {
 	var out []*corev1.ConfigMap
 	for _, ns := range l.c.configMapNamespaces() {
-		items, err := l.c.configMaps[ns].Core().V1().ConfigMaps().Lister().List(sel)
+		items, err := l.c.configMapInformer(ns).Core().V1().ConfigMaps().Lister().List(sel)
 		if err != nil {
 			return nil, err
 		}
@@ -97,12 +100,39 @@ func (l configMapLister) List(sel labels.Selector) ([]*corev1.ConfigMap, error) 
 
 func (l configMapLister) ConfigMaps(namespace string) corelisters.ConfigMapNamespaceLister {
 	if namespace != "" && namespace == l.c.extraNS {
-		return l.c.configMaps[namespace].Core().V1().ConfigMaps().Lister().ConfigMaps(namespace)
+		return l.c.extra.Core().V1().ConfigMaps().Lister().ConfigMaps(namespace)
 	}
 	if key, ok := l.c.factoryNamespace(namespace); ok {
-		return l.c.configMaps[key].Core().V1().ConfigMaps().Lister().ConfigMaps(namespace)
+		return l.c.children[key].Core().V1().ConfigMaps().Lister().ConfigMaps(namespace)
 	}
 	return emptyNamespace[*corev1.ConfigMap]{corev1.Resource("configmaps")}
+}
+
+// MetadataLister reads the metadata caches of one resource.
+type MetadataLister interface {
+	// Get returns the trimmed metadata of namespace/name, or NotFound.
+	Get(namespace, name string) (*metav1.PartialObjectMetadata, error)
+}
+
+type metadataLister struct {
+	c        *Caches
+	resource schema.GroupVersionResource
+}
+
+func (l metadataLister) Get(namespace, name string) (*metav1.PartialObjectMetadata, error) {
+	key, ok := l.c.factoryNamespace(namespace)
+	if !ok {
+		return nil, apierrors.NewNotFound(l.resource.GroupResource(), name)
+	}
+	obj, err := l.c.metadata[key].ForResource(l.resource).Lister().ByNamespace(namespace).Get(name)
+	if err != nil {
+		return nil, err
+	}
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return nil, fmt.Errorf("%s %s/%s: the metadata cache holds a %T", l.resource.Resource, namespace, name, obj)
+	}
+	return m, nil
 }
 
 // emptyNamespace is the lister of a namespace that is not cached.

@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
@@ -32,9 +33,14 @@ func TestCacheSyncErrorNamesTheInformer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := handrollcache.New(kube, hr, handrollcache.Options{})
+	meta, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := handrollcache.New(kube, hr, meta, handrollcache.Options{})
 	c.WebApps()
 	c.Deployments()
+	c.Metadata(handrollcache.ConfigMapsResource)
 	stop := make(chan struct{})
 	defer func() { close(stop); c.Shutdown() }()
 	c.Start(stop)
@@ -48,6 +54,7 @@ func TestCacheSyncErrorNamesTheInformer(t *testing.T) {
 	for _, want := range []string{
 		"handroll.dev/v1 WebApps in all namespaces did not sync",
 		"apps/v1 Deployments in all namespaces did not sync",
+		"v1 configmaps (metadata) in all namespaces did not sync",
 		"forbidden",
 		"nobody-in-particular",
 	} {

@@ -266,6 +266,20 @@ func TestDriftIsRepaired(t *testing.T) {
 		s, err := kube.CoreV1().Services(ns).Get(ctx, "web", metav1.GetOptions{})
 		return err == nil && s.UID != svc.UID, nil
 	})
+
+	// Without our labels the Deployment leaves the filtered cache; the
+	// metadata cache still shows it is ours, so it is applied again rather
+	// than reported as a foreign object.
+	d = getDeployment(t, ns, "web")
+	uid := d.UID
+	d.Labels = nil
+	if _, err := kube.AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a Deployment stripped of its labels gets them back", func(ctx context.Context) (bool, error) {
+		d := getDeployment(t, ns, "web")
+		return d.UID == uid && d.Labels[webapp.LabelManagedBy] == webapp.ManagedBy, nil
+	})
 }
 
 func TestScaleThroughTheSubresource(t *testing.T) {

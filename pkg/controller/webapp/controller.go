@@ -37,9 +37,16 @@ func AddIndexers(webapps cache.SharedIndexInformer) error {
 // cached).
 type Informers struct {
 	WebApps     []cache.SharedIndexInformer // with AddIndexers applied
-	Deployments []cache.SharedIndexInformer
+	Deployments []cache.SharedIndexInformer // these three: labelled as ours
 	Services    []cache.SharedIndexInformer
 	ConfigMaps  []cache.SharedIndexInformer
+
+	// Metadata of every object of the kind (nil: not cached). A
+	// spec.configMapRef is watched through ConfigMapMetadata when it is
+	// there, else through ConfigMaps.
+	DeploymentMetadata []cache.SharedIndexInformer
+	ServiceMetadata    []cache.SharedIndexInformer
+	ConfigMapMetadata  []cache.SharedIndexInformer
 }
 
 // NewController connects r to the informers — the builder.For(&WebApp{}).
@@ -62,6 +69,21 @@ func NewController(r *Reconciler, inf Informers, opts controller.Options) (*cont
 		if err := c.Watch(webapps, controller.EnqueueObject(),
 			controller.Or(controller.GenerationChanged(), hasLegacyFinalizer())); err != nil {
 			return nil, err
+		}
+	}
+	// What the reconciler remembers having written of a child holds until
+	// the child's next event (justWritten).
+	for kind, informers := range map[string][][]cache.SharedIndexInformer{
+		"Deployment": {inf.Deployments, inf.DeploymentMetadata},
+		"Service":    {inf.Services, inf.ServiceMetadata},
+		"ConfigMap":  {inf.ConfigMaps, inf.ConfigMapMetadata},
+	} {
+		for _, list := range informers {
+			for _, informer := range list {
+				if err := r.recent.observe(informer, kind); err != nil {
+					return nil, err
+				}
+			}
 		}
 	}
 	// Owns: any change to a child (status included) reconciles its owner.
@@ -87,7 +109,11 @@ func NewController(r *Reconciler, inf Informers, opts controller.Options) (*cont
 		}
 		return reqs
 	}
-	for _, configMaps := range inf.ConfigMaps {
+	referenced := inf.ConfigMapMetadata
+	if referenced == nil {
+		referenced = inf.ConfigMaps
+	}
+	for _, configMaps := range referenced {
 		if err := c.Watch(configMaps, controller.EnqueueMapped(byRef), controller.ResourceVersionChanged()); err != nil {
 			return nil, fmt.Errorf("watching referenced ConfigMaps: %w", err)
 		}

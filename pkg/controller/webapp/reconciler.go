@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -13,7 +14,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
@@ -51,17 +51,35 @@ type Reconciler struct {
 	Kube     kubernetes.Interface
 	Recorder events.EventRecorder
 
-	// ChildrenCacheFiltered says the Deployment and Service caches hold only
-	// objects labelled managed-by=handroll. A child missing from such a
-	// cache may still exist, unlabelled and not ours, so it is looked up in
-	// the API server before it is created (the one deliberate uncached
-	// read). The ConfigMap cache is never filtered: it also serves
-	// spec.configMapRef, which names ConfigMaps of the user's.
+	// ChildrenCacheFiltered says the Deployment, Service and ConfigMap
+	// caches hold only objects labelled managed-by=handroll. A child missing
+	// from such a cache may still exist, unlabelled and not ours: the
+	// metadata caches below say whether the name is taken and by whom, and
+	// without them it is looked up in the API server.
 	ChildrenCacheFiltered bool
+
+	// The metadata of every Deployment, Service and ConfigMap (nil: not
+	// cached). ConfigMapMeta also serves spec.configMapRef: the user's
+	// ConfigMap's data is read from the API server only when its
+	// resourceVersion moves (RefConfigMaps).
+	DeploymentMeta, ServiceMeta, ConfigMapMeta MetadataGetter
+	RefConfigMaps                              *RefConfigMaps
 
 	// Now returns the time for condition transitions; tests fix it.
 	Now func() metav1.Time
+
+	recent justWritten // children and statuses written, until the caches show them
 }
+
+// writtenKeys are the justWritten keys of a WebApp's status and children.
+func writtenKeys(namespace, name string) (status string, children []string) {
+	return "status/" + namespace + "/" + name, []string{
+		childKey("Deployment", namespace, name), childKey("Service", namespace, name),
+		childKey("ConfigMap", namespace, handrollv1.OwnedConfigMapName(name)),
+	}
+}
+
+func childKey(kind, namespace, name string) string { return kind + "/" + namespace + "/" + name }
 
 var applyOptions = metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
 
@@ -73,6 +91,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req controller.Request) (con
 	if apierrors.IsNotFound(err) {
 		// Gone: the garbage collector removes the children, and the
 		// directory controller its entry.
+		status, children := writtenKeys(req.Namespace, req.Name)
+		r.recent.forget(append(children, status)...)
 		return controller.Result{}, nil
 	}
 	if err != nil {
@@ -90,6 +110,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req controller.Request) (con
 	// The cache's object is shared with every other reader: work on a copy.
 	w := cached.DeepCopy()
 	handrollv1.SetObjectDefaults_WebApp(w)
+	statusKey, _ := writtenKeys(w.Namespace, w.Name)
+	if st, ok := r.recent.seen(statusKey, w.ResourceVersion); ok {
+		w.Status = *st.(*handrollv1.WebAppStatus).DeepCopy()
+	}
 
 	obs, err := r.reconcileChildren(ctx, w)
 	if err != nil {
@@ -114,8 +138,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req controller.Request) (con
 type child struct {
 	kind     string
 	name     string
-	filtered bool // its cache holds only objects labelled as ours
-	desired  any  // the apply configuration
+	filtered bool           // its cache holds only objects labelled as ours
+	meta     MetadataGetter // every object's metadata, when cached
+	desired  any            // the apply configuration
 	cached   func() (metav1.Object, error)
 	live     func(context.Context) (metav1.Object, error)
 	apply    func(context.Context) (metav1.Object, error)
@@ -127,7 +152,7 @@ func (r *Reconciler) reconcileChildren(ctx context.Context, w *handrollv1.WebApp
 
 	var refCM *corev1.ConfigMap // its data and binaryData go into the config hash
 	if ref := w.Spec.ConfigMapRef; ref != nil {
-		cm, err := r.ConfigMaps.ConfigMaps(ns).Get(ref.Name)
+		cm, err := r.referenced(ctx, ns, ref.Name)
 		switch {
 		case err == nil:
 			refCM = cm
@@ -139,7 +164,7 @@ func (r *Reconciler) reconcileChildren(ctx context.Context, w *handrollv1.WebApp
 	var children []child
 	if cm := DesiredConfigMap(w); cm != nil {
 		children = append(children, child{
-			kind: "ConfigMap", name: *cm.Name, desired: cm,
+			kind: "ConfigMap", name: *cm.Name, desired: cm, filtered: r.ChildrenCacheFiltered, meta: r.ConfigMapMeta,
 			cached: func() (metav1.Object, error) { return r.ConfigMaps.ConfigMaps(ns).Get(*cm.Name) },
 			live: func(ctx context.Context) (metav1.Object, error) {
 				return r.Kube.CoreV1().ConfigMaps(ns).Get(ctx, *cm.Name, metav1.GetOptions{})
@@ -151,7 +176,7 @@ func (r *Reconciler) reconcileChildren(ctx context.Context, w *handrollv1.WebApp
 	}
 	svc := DesiredService(w)
 	children = append(children, child{
-		kind: "Service", name: name, desired: svc, filtered: r.ChildrenCacheFiltered,
+		kind: "Service", name: name, desired: svc, filtered: r.ChildrenCacheFiltered, meta: r.ServiceMeta,
 		cached: func() (metav1.Object, error) { return r.Services.Services(ns).Get(name) },
 		live: func(ctx context.Context) (metav1.Object, error) {
 			return r.Kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
@@ -162,7 +187,7 @@ func (r *Reconciler) reconcileChildren(ctx context.Context, w *handrollv1.WebApp
 	})
 	dep := DesiredDeployment(w, refCM)
 	children = append(children, child{
-		kind: "Deployment", name: name, desired: dep, filtered: r.ChildrenCacheFiltered,
+		kind: "Deployment", name: name, desired: dep, filtered: r.ChildrenCacheFiltered, meta: r.DeploymentMeta,
 		cached: func() (metav1.Object, error) { return r.Deployments.Deployments(ns).Get(name) },
 		live: func(ctx context.Context) (metav1.Object, error) {
 			return r.Kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
@@ -172,8 +197,15 @@ func (r *Reconciler) reconcileChildren(ctx context.Context, w *handrollv1.WebApp
 		},
 	})
 
+	var created, updated []string // for one event that names them all
 	for _, c := range children {
-		current, err := r.ensure(ctx, w, c)
+		current, action, err := r.ensure(ctx, w, c)
+		switch action {
+		case EventCreated:
+			created = append(created, c.kind+" "+c.name)
+		case EventUpdated:
+			updated = append(updated, c.kind+" "+c.name)
+		}
 		var conflict *conflictError
 		if errors.As(err, &conflict) {
 			obs.Conflict = conflict.object
@@ -202,6 +234,8 @@ func (r *Reconciler) reconcileChildren(ctx context.Context, w *handrollv1.WebApp
 		}
 	}
 
+	r.recordApplied(w, created, updated)
+
 	if len(w.Spec.Config) == 0 {
 		if err := r.deleteOwnedConfigMap(ctx, w); err != nil {
 			return obs, err
@@ -222,45 +256,81 @@ func (e *conflictError) Error() string { return e.object + " is not controlled b
 
 // ensure applies c unless the live object already holds its configuration,
 // and refuses to touch an object of that name that the WebApp does not
-// control. It returns the object as it now is.
-func (r *Reconciler) ensure(ctx context.Context, w *handrollv1.WebApp, c child) (metav1.Object, error) {
+// control. It returns the object as it now is, and EventCreated or
+// EventUpdated when it applied.
+func (r *Reconciler) ensure(ctx context.Context, w *handrollv1.WebApp, c child) (metav1.Object, string, error) {
 	current, err := c.cached()
 	if apierrors.IsNotFound(err) && c.filtered {
-		current, err = c.live(ctx)
+		current, err = r.unlabelled(ctx, c, w.Namespace)
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, "", err
+	}
+	cachedRV := ""
+	if err == nil {
+		cachedRV = current.GetResourceVersion()
+	}
+	key := childKey(c.kind, w.Namespace, c.name)
+	if obj, ok := r.recent.seen(key, cachedRV); ok {
+		current, err = obj.(metav1.Object), nil
 	}
 	exists := err == nil
-	if err != nil && !apierrors.IsNotFound(err) {
-		return nil, err
-	}
 	if exists {
 		if ref := metav1.GetControllerOf(current); ref == nil || ref.UID != w.UID {
-			return nil, &conflictError{object: fmt.Sprintf("%s %s/%s", c.kind, w.Namespace, c.name)}
+			return nil, "", &conflictError{object: fmt.Sprintf("%s %s/%s", c.kind, w.Namespace, c.name)}
 		}
-		diff, err := FirstDifference(c.desired, current)
-		if err != nil {
-			return nil, err
+		if _, partial := current.(*metav1.PartialObjectMetadata); !partial {
+			diff, err := FirstDifference(c.desired, current)
+			if err != nil {
+				return nil, "", err
+			}
+			if diff == "" {
+				return current, "", nil
+			}
+			klog.FromContext(ctx).V(3).Info("Child differs from the desired state; applying", "kind", c.kind, "name", c.name, "field", diff)
 		}
-		if diff == "" {
-			return current, nil
-		}
-		klog.FromContext(ctx).V(3).Info("Child differs from the desired state; applying", "kind", c.kind, "name", c.name, "field", diff)
+		// Ours but without our labels (so missing from the full cache):
+		// the apply puts them back.
 	}
 
 	applied, err := c.apply(ctx)
 	if err != nil {
-		if exists {
+		if _, partial := current.(*metav1.PartialObjectMetadata); exists && !partial {
 			// Refused or failed, the object we control is still there as
 			// it was: the caller may report it (a Service still serves).
-			return current, err
+			return current, "", err
 		}
-		return nil, err
+		return nil, "", err
 	}
-	reason, verb := EventCreated, "Created"
+	r.recent.wrote(key, cachedRV, applied)
 	if exists {
-		reason, verb = EventUpdated, "Updated"
+		return applied, EventUpdated, nil
 	}
-	r.Recorder.Eventf(w, applied.(runtime.Object), corev1.EventTypeNormal, reason, "Apply", "%s %s %s", verb, c.kind, c.name)
-	return applied, nil
+	return applied, EventCreated, nil
+}
+
+// unlabelled finds a child that the filtered cache does not hold: the
+// metadata cache says whether the name is taken, and by whose controller.
+// Without a metadata cache the API server is asked.
+func (r *Reconciler) unlabelled(ctx context.Context, c child, namespace string) (metav1.Object, error) {
+	if c.meta == nil {
+		return c.live(ctx)
+	}
+	return c.meta.Get(namespace, c.name)
+}
+
+// recordApplied sends one event for what a reconcile applied, naming every
+// child: a new WebApp gets one event, not one per child.
+func (r *Reconciler) recordApplied(w *handrollv1.WebApp, created, updated []string) {
+	switch {
+	case len(created) > 0 && len(updated) > 0:
+		r.Recorder.Eventf(w, nil, corev1.EventTypeNormal, EventCreated, "Apply", "Created %s; updated %s",
+			strings.Join(created, ", "), strings.Join(updated, ", "))
+	case len(created) > 0:
+		r.Recorder.Eventf(w, nil, corev1.EventTypeNormal, EventCreated, "Apply", "Created %s", strings.Join(created, ", "))
+	case len(updated) > 0:
+		r.Recorder.Eventf(w, nil, corev1.EventTypeNormal, EventUpdated, "Apply", "Updated %s", strings.Join(updated, ", "))
+	}
 }
 
 // deleteOwnedConfigMap removes the ConfigMap rendered from spec.config once
@@ -277,6 +347,7 @@ func (r *Reconciler) deleteOwnedConfigMap(ctx context.Context, w *handrollv1.Web
 	if ref := metav1.GetControllerOf(cm); ref == nil || ref.UID != w.UID {
 		return nil
 	}
+	r.recent.forget(childKey("ConfigMap", w.Namespace, name))
 	err = r.Kube.CoreV1().ConfigMaps(w.Namespace).Delete(ctx, name, metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: &cm.UID},
 	})
@@ -304,6 +375,8 @@ func (r *Reconciler) updateStatus(ctx context.Context, w *handrollv1.WebApp, obs
 	if _, err := r.Client.HandrollV1().WebApps(w.Namespace).ApplyStatus(ctx, ac, applyOptions); err != nil {
 		return err
 	}
+	key, _ := writtenKeys(w.Namespace, w.Name)
+	r.recent.wrote(key, w.ResourceVersion, status.DeepCopy())
 
 	was := meta.FindStatusCondition(w.Status.Conditions, handrollv1.ConditionReady)
 	now_ := meta.FindStatusCondition(status.Conditions, handrollv1.ConditionReady)

@@ -1,0 +1,80 @@
+package webapp
+
+import (
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+)
+
+// writtenMaxAge bounds how long a write is remembered should its event
+// never come (it always does, even across a relist: this is a safety net).
+const writtenMaxAge = 30 * time.Second
+
+// justWritten remembers what this process last wrote of each object, and
+// the resourceVersion its cache showed before the write, until the cache
+// moves past that version. A reconcile that runs before its own write's
+// watch event arrives (a child's event often comes first) then compares
+// with what it wrote, not with the older cached copy, and does not write
+// the same thing twice: the expectations of kube-controller-manager's
+// ReplicaSet controller, for one write per object.
+//
+// Any event for the object in the informer drops what was remembered
+// (observe): the cache has it from then on. That matters where the version
+// alone cannot tell, an object created and deleted again before a reconcile
+// saw it, which is absent both before and after.
+type justWritten struct {
+	m sync.Map // key → written
+}
+
+type written struct {
+	from string // the cached resourceVersion the write was decided on; "" for none
+	obj  any
+	at   time.Time
+}
+
+// seen returns what was written of key while the cache still shows
+// cachedRV, the version the write was decided on; once the cache shows any
+// other version the memory is dropped and the cache is right.
+func (j *justWritten) seen(key, cachedRV string) (any, bool) {
+	v, ok := j.m.Load(key)
+	if !ok {
+		return nil, false
+	}
+	if w := v.(written); w.from == cachedRV && time.Since(w.at) < writtenMaxAge {
+		return w.obj, true
+	}
+	j.m.CompareAndDelete(key, v)
+	return nil, false
+}
+
+// wrote records obj as written to key, decided on cachedRV.
+func (j *justWritten) wrote(key, cachedRV string, obj any) {
+	j.m.Store(key, written{from: cachedRV, obj: obj, at: time.Now()})
+}
+
+// observe drops key's memory when its informer delivers any event for it.
+func (j *justWritten) observe(informer cache.SharedIndexInformer, kind string) error {
+	drop := func(obj any) {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		if m, ok := obj.(metav1.Object); ok {
+			j.m.Delete(childKey(kind, m.GetNamespace(), m.GetName()))
+		}
+	}
+	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    drop,
+		UpdateFunc: func(_, newObj any) { drop(newObj) },
+		DeleteFunc: drop,
+	})
+	return err
+}
+
+// forget drops keys, for an object that is gone.
+func (j *justWritten) forget(keys ...string) {
+	for _, k := range keys {
+		j.m.Delete(k)
+	}
+}
