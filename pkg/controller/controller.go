@@ -108,8 +108,9 @@ func DefaultRateLimiter() workqueue.TypedRateLimiter[Request] {
 }
 
 // Controller connects informers to a Reconciler through a rate-limited
-// workqueue. Build it with New, add event sources with Watch, then run it
-// with Start.
+// workqueue with two priorities: live changes are reconciled before the
+// initial list and resyncs (priorityqueue.go). Build it with New, add event
+// sources with Watch, then run it with Start.
 type Controller struct {
 	name            string
 	reconciler      Reconciler
@@ -245,9 +246,10 @@ func (c *Controller) Start(ctx context.Context, synced ...cache.InformerSynced) 
 
 	// Step 1. The queue is made here, not in New, because a workqueue starts
 	// goroutines as soon as it exists: a controller that is built but never
-	// started then leaks nothing.
-	queue := workqueue.NewTypedRateLimitingQueueWithConfig(c.rateLimiter,
-		workqueue.TypedRateLimitingQueueConfig[Request]{Name: c.name, MetricsProvider: c.queueMetrics})
+	// started then leaks nothing. It is client-go's rate-limiting workqueue
+	// with priorities (priorityqueue.go): live changes before the initial
+	// list and resyncs.
+	queue := newPriorityWorkqueue(c.name, c.rateLimiter, c.queueMetrics)
 	watches := c.watches
 	c.watches = nil
 	c.mu.Unlock()
@@ -349,12 +351,12 @@ func disconnect(connected []connection) {
 
 // processNextWorkItem takes one key off the queue and reconciles it. It
 // returns false when the worker should exit.
-func (c *Controller) processNextWorkItem(stopCtx, workCtx context.Context, queue workqueue.TypedRateLimitingInterface[Request]) bool {
-	// Get blocks until a key is ready. While this worker holds the key, the
-	// queue hands it to no other worker; an Add meanwhile only marks it
-	// dirty, and it is queued again at Done. That is why one key is never
-	// reconciled twice at the same time.
-	req, shutdown := queue.Get()
+func (c *Controller) processNextWorkItem(stopCtx, workCtx context.Context, queue *priorityWorkqueue) bool {
+	// Get blocks until a key is ready, the highest priority first. While this
+	// worker holds the key, the queue hands it to no other worker; an Add
+	// meanwhile only marks it dirty, and it is queued again at Done. That is
+	// why one key is never reconciled twice at the same time.
+	req, prio, shutdown := queue.GetWithPriority()
 	if shutdown {
 		return false
 	}
@@ -377,7 +379,7 @@ func (c *Controller) processNextWorkItem(stopCtx, workCtx context.Context, queue
 	active.Inc()
 	defer active.Dec()
 
-	c.reconcileHandler(workCtx, queue, req)
+	c.reconcileHandler(workCtx, queue, req, prio)
 	return true
 }
 
@@ -393,8 +395,11 @@ const (
 	labelRequeue = "requeue"
 )
 
-// reconcileHandler calls the Reconciler for req and acts on the outcome.
-func (c *Controller) reconcileHandler(ctx context.Context, queue workqueue.TypedRateLimitingInterface[Request], req Request) {
+// reconcileHandler calls the Reconciler for req, which was queued at prio,
+// and acts on the outcome. A retry or a RequeueAfter keeps prio, as in
+// controller-runtime: an initial-list key that fails retries behind live
+// changes, and a live change that fails does not wait behind the backlog.
+func (c *Controller) reconcileHandler(ctx context.Context, queue *priorityWorkqueue, req Request, prio Priority) {
 	start := time.Now()
 	defer func() {
 		c.metrics.reconcileTime.WithLabelValues(c.name).Observe(time.Since(start).Seconds())
@@ -428,7 +433,7 @@ func (c *Controller) reconcileHandler(ctx context.Context, queue workqueue.Typed
 		} else {
 			// Retry after the rate limiter's delay, which grows with every
 			// consecutive failure of this key.
-			queue.AddRateLimited(req)
+			queue.AddRateLimitedWithPriority(req, prio)
 		}
 		c.metrics.reconcileErrors.WithLabelValues(c.name).Inc()
 		c.metrics.reconcileTotal.WithLabelValues(c.name, labelError).Inc()
@@ -440,7 +445,7 @@ func (c *Controller) reconcileHandler(ctx context.Context, queue workqueue.Typed
 		// Success, with a request to look again later: reset the backoff,
 		// then add the key back once the delay has passed.
 		queue.Forget(req)
-		queue.AddAfter(req, result.RequeueAfter)
+		queue.AddAfterWithPriority(req, result.RequeueAfter, prio)
 		c.metrics.reconcileTotal.WithLabelValues(c.name, labelRequeueAfter).Inc()
 		logger.V(5).Info("Reconcile done, requeueing", "after", result.RequeueAfter)
 	default:

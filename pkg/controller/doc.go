@@ -1,6 +1,7 @@
 // Package controller is handroll's generic controller machinery: event
-// handlers that enqueue keys, a rate-limited workqueue, a pool of workers and
-// the Reconcile contract between them. It knows nothing about WebApps.
+// handlers that enqueue keys, a rate-limited priority workqueue, a pool of
+// workers and the Reconcile contract between them. It knows nothing about
+// WebApps.
 //
 // Manager piece replaced: controller.New and builder.For/Owns/Watches from
 // controller-runtime (its internal/controller.Controller), written on
@@ -8,14 +9,19 @@
 //
 // The path of one event, file by file:
 //
-//	informer ─event─▶ handler.go     predicates filter the event; a Handler
-//	                                 turns its object into Requests
-//	         ─key───▶ the workqueue  de-duplicates keys, delays retries
-//	         ─key───▶ controller.go  a worker takes a key, calls Reconcile and,
-//	                                 from the outcome, forgets the key, retries
-//	                                 it with backoff or requeues it later
-//	                  metrics.go     what each step reports to Prometheus,
-//	                                 under controller-runtime's metric names
+//	informer ─event─▶ handler.go        predicates filter the event; a Handler
+//	                                    turns its object into Requests, queued
+//	                                    at the event's priority
+//	         ─key───▶ priorityqueue.go  client-go's workqueue with two
+//	                                    priorities: de-duplicates keys, delays
+//	                                    retries, hands out live changes before
+//	                                    the initial list and resyncs
+//	         ─key───▶ controller.go     a worker takes a key, calls Reconcile
+//	                                    and, from the outcome, forgets the key,
+//	                                    retries it with backoff or requeues it
+//	                                    later, at the key's priority
+//	                  metrics.go        what each step reports to Prometheus,
+//	                                    under controller-runtime's metric names
 //
 // How the pieces map to controller-runtime v0.25:
 //
@@ -29,12 +35,16 @@
 //	builder.Watches(obj, handler.EnqueueRequestsFromMapFunc(fn))
 //	                                        Watch(informer, EnqueueMapped(fn))
 //	predicate.GenerationChangedPredicate…   GenerationChanged(), …
+//	priorityqueue.PriorityQueue             priorityWorkqueue (priorityqueue.go)
+//	handler.WithLowPriorityWhenUnchanged    every Watch (the Queue a Handler gets)
 //	metrics.Registry                        Options.Registerer
 //	its workqueue metrics provider          Options.Registerer, RegisterWorkqueueMetrics
 //
 // Deliberate differences from controller-runtime, each explained where it is
-// implemented: the queue is client-go's plain rate-limiting queue (not
-// controller-runtime's default priority queue); a reconcile still running at
+// implemented: the priority queue is built on client-go's workqueue, so
+// de-duplication and the workqueue metrics are client-go's (workqueue_depth
+// keeps an empty "priority" label), and a delayed key waits outside the
+// queue, as in client-go (priorityqueue.go); a reconcile still running at
 // shutdown keeps a live context until Options.ShutdownTimeout; a terminal
 // error also clears the key's backoff; workqueue metrics can go to the same
 // registry as the controller metrics instead of only through client-go's

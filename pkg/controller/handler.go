@@ -18,6 +18,17 @@ type Queue interface {
 	Add(req Request)
 }
 
+// PriorityQueue is the Queue a Watch hands its Handler. Add queues at the
+// event's priority: low for the informer's initial list and for resyncs
+// (updates whose old and new resourceVersion are the same), high for any other
+// add, update or delete. AddWithPriority sets the priority itself, for a
+// Handler that knows better (one that fans a live change out to many keys
+// may queue them low). A key queued twice keeps the higher priority.
+type PriorityQueue interface {
+	Queue
+	AddWithPriority(req Request, p Priority)
+}
+
 // Handler turns an informer event into zero or more Requests.
 type Handler interface {
 	Create(ctx context.Context, obj metav1.Object, q Queue)
@@ -143,8 +154,10 @@ type eventHandler struct {
 
 var _ cache.ResourceEventHandler = &eventHandler{}
 
-// OnAdd is called for new objects, and for every object of the initial list.
-func (e *eventHandler) OnAdd(obj any, _ bool) {
+// OnAdd is called for new objects, and for every object of the initial list,
+// which is queued low: it is what the cache held before we started, and live
+// changes should not wait behind it.
+func (e *eventHandler) OnAdd(obj any, isInInitialList bool) {
 	o, ok := e.object(obj)
 	if !ok {
 		return
@@ -154,11 +167,18 @@ func (e *eventHandler) OnAdd(obj any, _ bool) {
 			return
 		}
 	}
-	e.handler.Create(e.ctx, o, e.queue)
+	prio := PriorityHigh
+	if isInInitialList {
+		prio = PriorityLow
+	}
+	e.handler.Create(e.ctx, o, e.at(prio))
 }
 
 // OnUpdate is called for changes, and also on informer resyncs, where old
-// and new are the same version.
+// and new are the same version; those are queued low, as in
+// controller-runtime's handler.WithLowPriorityWhenUnchanged. Unlike there,
+// two empty resourceVersions (objects that never came from an API server,
+// as with client-go's fake clientset) do not count as the same version.
 func (e *eventHandler) OnUpdate(oldObj, newObj any) {
 	o, ok := e.object(oldObj)
 	if !ok {
@@ -173,7 +193,11 @@ func (e *eventHandler) OnUpdate(oldObj, newObj any) {
 			return
 		}
 	}
-	e.handler.Update(e.ctx, o, n, e.queue)
+	prio := PriorityHigh
+	if rv := o.GetResourceVersion(); rv != "" && rv == n.GetResourceVersion() {
+		prio = PriorityLow
+	}
+	e.handler.Update(e.ctx, o, n, e.at(prio))
 }
 
 func (e *eventHandler) OnDelete(obj any) {
@@ -192,7 +216,8 @@ func (e *eventHandler) OnDelete(obj any) {
 			return
 		}
 	}
-	e.handler.Delete(e.ctx, o, e.queue)
+	// A delete is always a live change, a tombstone included.
+	e.handler.Delete(e.ctx, o, e.at(PriorityHigh))
 }
 
 // object returns obj's metadata, or logs why it has none.
@@ -203,4 +228,21 @@ func (e *eventHandler) object(obj any) (metav1.Object, bool) {
 		return nil, false
 	}
 	return o, true
+}
+
+// queueAt is a PriorityQueue whose Add uses the priority of one event.
+type queueAt struct {
+	PriorityQueue
+	priority Priority
+}
+
+func (q queueAt) Add(req Request) { q.AddWithPriority(req, q.priority) }
+
+// at returns the Queue to hand a Handler for an event of priority p. A plain
+// Queue (a test's) is handed over as is.
+func (e *eventHandler) at(p Priority) Queue {
+	if pq, ok := e.queue.(PriorityQueue); ok {
+		return queueAt{PriorityQueue: pq, priority: p}
+	}
+	return e.queue
 }

@@ -126,7 +126,8 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c *C) error {
 // controller-runtime's workqueue metrics. The workqueue calls it once per
 // queue, with the queue's name, which is the controller's name; like
 // controller-runtime, we put that name in both the "name" and "controller"
-// labels, and leave "priority" empty (this queue has no priorities).
+// labels, and leave "priority" empty: the depth is one series per queue,
+// whatever the priority of the keys in it (priorityqueue.go).
 type workqueueMetrics struct {
 	depth                   *prometheus.GaugeVec
 	adds                    *prometheus.CounterVec
