@@ -1,6 +1,8 @@
 // Command handroll-twin is handroll's WebApp operator on controller-runtime:
 // the same reconciler behaviour, flags and defaults, with ctrl.NewManager in
 // place of everything cmd/handroll wires by hand. It serves no webhooks.
+// --tuned turns on the controller-runtime options that match handroll's
+// design (hack/compare/README.md lists them).
 package main
 
 import (
@@ -31,6 +33,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/handroll/handroll/pkg/apis/scheme"
+	handrollcache "github.com/handroll/handroll/pkg/cache"
 	"github.com/handroll/handroll/pkg/controller/webapp"
 	"github.com/handroll/handroll/pkg/leader"
 )
@@ -52,6 +55,7 @@ type options struct {
 	maxConcurrentReconciles int
 	operatorNamespace       string
 	leader                  leader.Options
+	tuned                   bool
 }
 
 func (o *options) addFlags(fs *pflag.FlagSet) {
@@ -73,6 +77,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", 4, "WebApps reconciled in parallel.")
 	fs.StringVar(&o.operatorNamespace, "operator-namespace", "", "Namespace of the operator's own objects: the Lease (unless --leader-elect-resource-namespace says otherwise) and the webapp-directory ConfigMap. Empty: the pod's own namespace, else "+leader.FallbackNamespace+".")
 	o.leader.AddFlags(fs)
+	fs.BoolVar(&o.tuned, "tuned", false, "Also turn on the controller-runtime options that match the rest of handroll's design: the user's ConfigMaps cached as metadata only (their data read live), the typed ConfigMap cache filtered by label, kubectl's last-applied annotation stripped with managedFields, every controller warmed up before the Lease is won.")
 
 	// klog's -v and --vmodule, as cmd/handroll; controller-runtime logs through klog.
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
@@ -92,7 +97,7 @@ func (o *options) validate() error {
 		errs = append(errs, fmt.Errorf("--webhook-port=%d: the twin serves no webhooks; only 0 is accepted", o.webhookPort))
 	}
 	if o.leader.Enabled && !o.leader.WarmStandby {
-		errs = append(errs, fmt.Errorf("--%s=false: the manager always fills its caches before the election", leader.FlagWarmStandby))
+		errs = append(errs, fmt.Errorf("--%s=false: the manager always starts its cache before the election", leader.FlagWarmStandby))
 	}
 	return errors.Join(errs...)
 }
@@ -151,11 +156,29 @@ func run(o options) error {
 
 	// Deployments and Services are cached only when labelled as ours;
 	// ConfigMaps whole, because a spec.configMapRef names one of the
-	// user's. The directory lives in the operator's namespace: when
-	// --namespaces leaves it out, its labelled ConfigMaps are cached too.
+	// user's, unless --tuned moves those to a metadata-only cache of their
+	// own (refs below) and the typed ConfigMaps are filtered too. The
+	// directory lives in the operator's namespace: when --namespaces leaves
+	// it out, its labelled ConfigMaps are cached too.
 	ours := labels.SelectorFromSet(labels.Set{webapp.LabelManagedBy: webapp.ManagedBy})
 	var namespaces map[string]cache.Config
 	configMaps := cache.ByObject{}
+	transform := cache.TransformStripManagedFields()
+	controllers := config.Controller{
+		MaxConcurrentReconciles: o.maxConcurrentReconciles,
+		CacheSyncTimeout:        o.cacheSyncTimeout,
+	}
+	if o.tuned {
+		configMaps.Label = ours
+		// kubectl's last-applied annotation repeats the whole object, data
+		// included: handroll's transform drops it with managedFields.
+		transform = handrollcache.StripForCache
+		// Every controller's informers start on a standby, as handroll's
+		// warm standby has them; without it only the WebApp informer (made
+		// by IndexField) is filled before the Lease is won.
+		warmup := true
+		controllers.EnableWarmup = &warmup
+	}
 	if len(o.namespaces) > 0 {
 		namespaces = map[string]cache.Config{}
 		for _, ns := range o.namespaces {
@@ -185,7 +208,7 @@ func run(o options) error {
 				&corev1.Service{}:    {Label: ours},
 				&corev1.ConfigMap{}:  configMaps,
 			},
-			DefaultTransform: cache.TransformStripManagedFields(),
+			DefaultTransform: transform,
 			SyncPeriod:       &o.syncPeriod,
 		},
 		LeaderElection:                o.leader.Enabled,
@@ -201,13 +224,35 @@ func run(o options) error {
 		HealthProbeBindAddress:        o.healthAddr,
 		PprofBindAddress:              o.pprofAddr,
 		GracefulShutdownTimeout:       &o.shutdownTimeout,
-		Controller: config.Controller{
-			MaxConcurrentReconciles: o.maxConcurrentReconciles,
-			CacheSyncTimeout:        o.cacheSyncTimeout,
-		},
+		Controller:                    controllers,
 	})
 	if err != nil {
 		return err
+	}
+	// The user's ConfigMaps as metadata only, every one in the watched
+	// namespaces: not builder.WatchesMetadata, whose informer would live in
+	// the manager's cache, where ByObject (one entry per GVK, typed and
+	// metadata alike) applies the ConfigMap label filter above.
+	var refs cache.Cache
+	if o.tuned {
+		refs, err = cache.New(cfg, cache.Options{
+			HTTPClient:        mgr.GetHTTPClient(),
+			Scheme:            s,
+			Mapper:            mgr.GetRESTMapper(),
+			DefaultNamespaces: namespaces,
+			DefaultTransform:  transform,
+			SyncPeriod:        &o.syncPeriod,
+		})
+		if err != nil {
+			return err
+		}
+		if err := mgr.Add(managerCache{refs}); err != nil {
+			return err
+		}
+	}
+	caches := []cache.Cache{mgr.GetCache()}
+	if refs != nil {
+		caches = append(caches, refs)
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
@@ -217,8 +262,10 @@ func run(o options) error {
 		// second, as a probe expects.
 		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
 		defer cancel()
-		if !mgr.GetCache().WaitForCacheSync(ctx) {
-			return errors.New("the informers have not synced")
+		for _, c := range caches {
+			if !c.WaitForCacheSync(ctx) {
+				return errors.New("the informers have not synced")
+			}
 		}
 		return nil
 	}); err != nil {
@@ -227,9 +274,11 @@ func run(o options) error {
 
 	ctx := ctrl.SetupSignalHandler()
 	r := &WebAppReconciler{
-		Client:    client.WithFieldOwner(mgr.GetClient(), webapp.FieldManager),
-		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorder("handroll"),
+		Client:             client.WithFieldOwner(mgr.GetClient(), webapp.FieldManager),
+		APIReader:          mgr.GetAPIReader(),
+		Recorder:           mgr.GetEventRecorder("handroll"),
+		RefMetadata:        refs,
+		ConfigMapsFiltered: o.tuned,
 	}
 	if err := r.SetupWithManager(ctx, mgr); err != nil {
 		return err
@@ -245,3 +294,12 @@ func run(o options) error {
 	}
 	return mgr.Start(ctx)
 }
+
+// managerCache makes the manager treat a cache of ours as its own (the
+// runnables group matches GetCache, as for a cluster): started and synced
+// before the election, stopped last. Added bare, it would not be waited for
+// and, with --namespaces (a multi-namespace cache, no NeedLeaderElection),
+// would start only on leading.
+type managerCache struct{ cache.Cache }
+
+func (c managerCache) GetCache() cache.Cache { return c.Cache }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -18,10 +19,12 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	"github.com/handroll/handroll/pkg/controller/webapp"
@@ -38,6 +41,17 @@ type WebAppReconciler struct {
 	// label-filtered cache may still exist, unlabelled and not ours.
 	APIReader client.Reader
 	Recorder  events.EventRecorder
+	// RefMetadata, with --tuned, holds the spec.configMapRef ConfigMaps as
+	// metadata only; nil: they are read from the manager's cache, whole.
+	RefMetadata cache.Cache
+	// ConfigMapsFiltered says the typed ConfigMap cache holds only those
+	// labelled as ours (--tuned), like the Deployment and Service caches.
+	ConfigMapsFiltered bool
+
+	// refData is, per WebApp, its referenced ConfigMap's data at the
+	// resourceVersion last read live (RefMetadata only).
+	refMu   sync.Mutex
+	refData map[types.NamespacedName]*corev1.ConfigMap
 }
 
 // SetupWithManager indexes WebApps by the ConfigMap they reference and
@@ -52,7 +66,7 @@ func (r *WebAppReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 	if err != nil {
 		return err
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		// Status-only updates, our own included, are dropped; other
 		// metadata changes too, except while the legacy finalizer is there.
 		For(&handrollv1.WebApp{}, builder.WithPredicates(predicate.Or[client.Object](
@@ -62,11 +76,23 @@ func (r *WebAppReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 			})))).
 		Owns(&appsv1.Deployment{}).
 		Owns(&corev1.Service{}).
-		Owns(&corev1.ConfigMap{}).
-		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.webAppsReferencing),
-			builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
-		Named(webapp.ControllerName).
-		Complete(r)
+		Owns(&corev1.ConfigMap{})
+	referencing := handler.EnqueueRequestsFromMapFunc(r.webAppsReferencing)
+	changed := predicate.ResourceVersionChangedPredicate{}
+	if r.RefMetadata != nil {
+		// builder.WatchesMetadata, on a cache of its own (see main.go).
+		b = b.WatchesRawSource(source.Kind(r.RefMetadata, configMapMetadata(), referencing, changed))
+	} else {
+		b = b.Watches(&corev1.ConfigMap{}, referencing, builder.WithPredicates(changed))
+	}
+	return b.Named(webapp.ControllerName).Complete(r)
+}
+
+// configMapMetadata is the object a metadata-only ConfigMap informer holds.
+func configMapMetadata() client.Object {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+	return m
 }
 
 // webAppsReferencing maps a ConfigMap to the WebApps whose
@@ -92,6 +118,9 @@ func (r *WebAppReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err := r.Get(ctx, req.NamespacedName, &w); err != nil {
 		// Gone: the garbage collector removes the children, and the
 		// directory controller its entry.
+		if apierrors.IsNotFound(err) {
+			r.rememberRef(req.NamespacedName, nil)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	// The first version's finalizer, with a JSON patch that tests the entry:
@@ -136,21 +165,14 @@ var errNotControlled = errors.New("not controlled by this WebApp")
 
 func (r *WebAppReconciler) reconcileChildren(ctx context.Context, w *handrollv1.WebApp) (webapp.Observed, error) {
 	var obs webapp.Observed
-	var refCM *corev1.ConfigMap
-	if ref := w.Spec.ConfigMapRef; ref != nil {
-		var cm corev1.ConfigMap
-		err := r.Get(ctx, client.ObjectKey{Namespace: w.Namespace, Name: ref.Name}, &cm)
-		if client.IgnoreNotFound(err) != nil {
-			return obs, err
-		}
-		if err == nil {
-			refCM = &cm
-		}
+	refCM, err := r.referencedConfigMap(ctx, w)
+	if err != nil {
+		return obs, err
 	}
 
 	var children []child
 	if cm := webapp.DesiredConfigMap(w); cm != nil {
-		children = append(children, child{"ConfigMap", *cm.Name, &corev1.ConfigMap{}, cm, false})
+		children = append(children, child{"ConfigMap", *cm.Name, &corev1.ConfigMap{}, cm, r.ConfigMapsFiltered})
 	}
 	children = append(children,
 		child{"Service", w.Name, &corev1.Service{}, webapp.DesiredService(w), true},
@@ -188,6 +210,76 @@ func (r *WebAppReconciler) reconcileChildren(ctx context.Context, w *handrollv1.
 		return obs, r.deleteOwnedConfigMap(ctx, w)
 	}
 	return obs, nil
+}
+
+// referencedConfigMap returns the spec.configMapRef ConfigMap, nil when
+// there is none or it does not exist. With RefMetadata its cache holds the
+// metadata only: the data, which only the config hash needs, is read live
+// and kept for the WebApp until the resourceVersion changes, so that it is
+// read once per change rather than once per reconcile.
+func (r *WebAppReconciler) referencedConfigMap(ctx context.Context, w *handrollv1.WebApp) (*corev1.ConfigMap, error) {
+	ref := w.Spec.ConfigMapRef
+	webAppKey := client.ObjectKeyFromObject(w)
+	if ref == nil {
+		r.rememberRef(webAppKey, nil)
+		return nil, nil
+	}
+	key := client.ObjectKey{Namespace: w.Namespace, Name: ref.Name}
+	if r.RefMetadata == nil {
+		var cm corev1.ConfigMap
+		if err := r.Get(ctx, key, &cm); err != nil {
+			return nil, client.IgnoreNotFound(err)
+		}
+		return &cm, nil
+	}
+
+	m := configMapMetadata()
+	if err := r.RefMetadata.Get(ctx, key, m); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.rememberRef(webAppKey, nil)
+			return nil, nil
+		}
+		return nil, err
+	}
+	r.refMu.Lock()
+	kept := r.refData[webAppKey]
+	r.refMu.Unlock()
+	if kept != nil && kept.Name == ref.Name && kept.ResourceVersion == m.GetResourceVersion() {
+		return kept, nil
+	}
+	var cm corev1.ConfigMap
+	if err := r.APIReader.Get(ctx, key, &cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			// Deleted since the cache saw it: its delete event follows.
+			r.rememberRef(webAppKey, nil)
+			return nil, nil
+		}
+		return nil, err
+	}
+	kept = &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: cm.Name, ResourceVersion: cm.ResourceVersion},
+		Data:       cm.Data,
+		BinaryData: cm.BinaryData,
+	}
+	r.rememberRef(webAppKey, kept)
+	return kept, nil
+}
+
+// rememberRef keeps cm as the WebApp's referenced data; nil forgets it.
+func (r *WebAppReconciler) rememberRef(webApp types.NamespacedName, cm *corev1.ConfigMap) {
+	if r.RefMetadata == nil {
+		return
+	}
+	r.refMu.Lock()
+	defer r.refMu.Unlock()
+	if cm == nil {
+		delete(r.refData, webApp)
+		return
+	}
+	if r.refData == nil {
+		r.refData = map[types.NamespacedName]*corev1.ConfigMap{}
+	}
+	r.refData[webApp] = cm
 }
 
 // ensure applies c unless the live object already holds its configuration,
