@@ -216,12 +216,13 @@ func start(ctx context.Context, o options) error {
 	// controllers of one Manager sharing its cache. One worker, as it has
 	// one key.
 	directoryController, err := webapp.NewDirectoryController(&webapp.DirectoryReconciler{
-		WebApps:    caches.WebAppLister(),
-		Services:   caches.ServiceLister(),
-		ConfigMaps: caches.ConfigMapLister(),
-		Kube:       kubeClient,
-		Namespace:  o.operatorNamespace,
-		Namespaces: o.namespaces,
+		WebApps:       caches.WebAppLister(),
+		Services:      caches.ServiceLister(),
+		ConfigMaps:    caches.ConfigMapLister(),
+		Kube:          kubeClient,
+		Namespace:     o.operatorNamespace,
+		Namespaces:    o.namespaces,
+		WriteInterval: webapp.DefaultDirectoryWriteInterval,
 	}, informerSet, controller.Options{
 		Registerer:      registry,
 		ShutdownTimeout: drain,

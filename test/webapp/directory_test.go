@@ -2,9 +2,14 @@ package webapp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
+	"net/http"
+	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,10 +17,21 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
+	"github.com/handroll/handroll/pkg/controller"
 	"github.com/handroll/handroll/pkg/controller/webapp"
 	handrollac "github.com/handroll/handroll/pkg/generated/applyconfiguration/handroll/v1"
+	handrollinformers "github.com/handroll/handroll/pkg/generated/informers/externalversions"
+	handrolllisters "github.com/handroll/handroll/pkg/generated/listers/handroll/v1"
 	"github.com/handroll/handroll/test/operator"
 )
 
@@ -280,4 +296,474 @@ func TestForeignServiceIsNotAdvertised(t *testing.T) {
 		webapp.DirectoryKey(ns, "other"): "http://other." + ns + ".svc:80",
 		webapp.DirectoryKey(ns, "web"):   url,
 	})
+}
+
+// writeCounter counts the writes a client sends to ConfigMaps.
+type writeCounter struct {
+	next http.RoundTripper
+	n    atomic.Int64
+}
+
+func (c *writeCounter) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodGet && strings.Contains(req.URL.Path, "/configmaps") {
+		c.n.Add(1)
+	}
+	return c.next.RoundTrip(req)
+}
+
+// countingKube is an admin clientset, not rate limited, whose ConfigMap
+// writes are counted.
+func countingKube(t *testing.T) (kubernetes.Interface, *writeCounter) {
+	t.Helper()
+	cfg := rest.CopyConfig(env.Config)
+	cfg.QPS = -1 // no client-side rate limit
+	w := &writeCounter{}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { w.next = rt; return w })
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kube, w
+}
+
+// inMemoryWebApps are n WebApps, each with the Service it controls, in
+// indexers only (the API server holds none of them), over 40 namespaces;
+// and the directory they call for.
+func inMemoryWebApps(t *testing.T, n int) (webapps, services cache.Indexer, want map[string]string) {
+	t.Helper()
+	index := func() cache.Indexer {
+		return cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	}
+	webapps, services, want = index(), index(), map[string]string{}
+	for i := range n {
+		ns, name := fmt.Sprintf("tenant-%03d-prod-eu-west", i%40), fmt.Sprintf("storefront-%05d-canary", i)
+		w := &handrollv1.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(fmt.Sprint("uid-", i))}}
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: "handroll.dev/v1", Kind: "WebApp", Name: name, UID: w.UID, Controller: ptr.To(true),
+		}}}}
+		if err := errors.Join(webapps.Add(w), services.Add(svc)); err != nil {
+			t.Fatal(err)
+		}
+		want[webapp.DirectoryKey(ns, name)] = webapp.URL(w)
+	}
+	return webapps, services, want
+}
+
+// directoryReconciler reconciles the directory of opNS from the in-memory
+// WebApps and Services, with a real informer on opNS's ConfigMaps; the
+// function it returns waits until that informer holds what the API server
+// does.
+func directoryReconciler(t *testing.T, kube kubernetes.Interface, opNS string, webapps, services cache.Indexer) (*webapp.DirectoryReconciler, func()) {
+	t.Helper()
+	f := kubeinformers.NewSharedInformerFactoryWithOptions(kube, 0, kubeinformers.WithNamespace(opNS))
+	configMaps := f.Core().V1().ConfigMaps()
+	informer := configMaps.Informer()
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	f.Start(stop)
+	f.WaitForCacheSync(stop)
+	caughtUp := func() {
+		t.Helper()
+		eventually(t, "the ConfigMap cache catches up", func(ctx context.Context) (bool, error) {
+			list, err := kubeClient(t).CoreV1().ConfigMaps(opNS).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err
+			}
+			if len(informer.GetStore().ListKeys()) != len(list.Items) {
+				return false, nil
+			}
+			for _, cm := range list.Items {
+				obj, cached, _ := informer.GetStore().GetByKey(opNS + "/" + cm.Name)
+				if !cached || obj.(*corev1.ConfigMap).ResourceVersion != cm.ResourceVersion {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
+	}
+	return &webapp.DirectoryReconciler{
+		WebApps:    handrolllisters.NewWebAppLister(webapps),
+		Services:   corelisters.NewServiceLister(services),
+		ConfigMaps: configMaps.Lister(),
+		Kube:       kube,
+		Namespace:  opNS,
+	}, caughtUp
+}
+
+// settle reconciles, each time on a cache that has caught up, until a
+// reconcile writes nothing; check runs after every reconcile that wrote.
+// It returns the number of reconciles that wrote.
+func settle(t *testing.T, r *webapp.DirectoryReconciler, writes *writeCounter, caughtUp func(), check func()) int {
+	t.Helper()
+	for n := 0; n < 10; n++ {
+		before := writes.n.Load()
+		if _, err := r.Reconcile(context.Background(), controller.Request{Namespace: r.Namespace, Name: webapp.DirectoryName}); err != nil {
+			t.Fatalf("reconcile %d: %.500v", n, err)
+		}
+		if writes.n.Load() == before {
+			return n
+		}
+		caughtUp()
+		check()
+	}
+	t.Fatal("the directory does not settle in 10 reconciles")
+	return 0
+}
+
+// snapshot is a client that answers ConfigMap Gets from what opNS holds
+// now, so that tens of thousands of lookups cost no round trip each.
+func snapshot(t *testing.T, opNS string) kubernetes.Interface {
+	t.Helper()
+	list, err := kubeClient(t).CoreV1().ConfigMaps(opNS).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]*corev1.ConfigMap{}
+	for i := range list.Items {
+		byName[list.Items[i].Name] = &list.Items[i]
+	}
+	return snapshotKube{core: snapshotCore{configMaps: snapshotConfigMaps{byName: byName}}}
+}
+
+type snapshotKube struct {
+	kubernetes.Interface
+	core snapshotCore
+}
+
+func (s snapshotKube) CoreV1() corev1client.CoreV1Interface { return s.core }
+
+type snapshotCore struct {
+	corev1client.CoreV1Interface
+	configMaps snapshotConfigMaps
+}
+
+func (s snapshotCore) ConfigMaps(string) corev1client.ConfigMapInterface { return s.configMaps }
+
+type snapshotConfigMaps struct {
+	corev1client.ConfigMapInterface
+	byName map[string]*corev1.ConfigMap
+}
+
+func (s snapshotConfigMaps) Get(_ context.Context, name string, _ metav1.GetOptions) (*corev1.ConfigMap, error) {
+	if cm, ok := s.byName[name]; ok {
+		return cm, nil
+	}
+	return nil, apierrors.NewNotFound(corev1.Resource("configmaps"), name)
+}
+
+// lookUpAll checks that LookupDirectory, on kube, finds every entry of want
+// with its URL, and none of gone.
+func lookUpAll(t *testing.T, kube kubernetes.Interface, opNS string, want map[string]string, gone []string) {
+	t.Helper()
+	ctx := context.Background()
+	for k, v := range want {
+		ns, name, _ := strings.Cut(k, ".")
+		url, found, err := webapp.LookupDirectory(ctx, kube, opNS, ns, name)
+		if err != nil || !found || url != v {
+			t.Fatalf("LookupDirectory %s: %q, %v, %v; want %q", k, url, found, err, v)
+		}
+	}
+	for _, k := range gone {
+		ns, name, _ := strings.Cut(k, ".")
+		if url, found, err := webapp.LookupDirectory(ctx, kube, opNS, ns, name); err != nil || found {
+			t.Fatalf("LookupDirectory %s: %q, %v, %v; want it gone", k, url, found, err)
+		}
+	}
+}
+
+// directoryParts reads every part of opNS's directory from the API server,
+// checks that part 0 counts them and that each is within the ConfigMap
+// limit, and returns P and all their entries. An entry in two parts is an
+// error, unless it is one of shared: another process's, which is copied
+// along as P grows and left for its owner to remove (and is not counted
+// against the limit).
+func directoryParts(t *testing.T, opNS string, shared ...string) (int, map[string]string) {
+	t.Helper()
+	isShared := map[string]bool{}
+	for _, k := range shared {
+		isShared[k] = true
+	}
+	list, err := kubeClient(t).CoreV1().ConfigMaps(opNS).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts, entries, largest := 0, map[string]string{}, 0
+	found := map[int]bool{}
+	for _, cm := range list.Items {
+		i, ok := webapp.DirectoryPartIndex(cm.Name)
+		if !ok {
+			continue
+		}
+		found[i] = true
+		if i == 0 {
+			if parts, err = webapp.DirectoryParts(cm.Annotations); err != nil {
+				t.Fatal(err)
+			}
+		}
+		size := 0
+		for k, v := range cm.Data {
+			if isShared[k] {
+				entries[k] = v
+				continue // its owner's to move: not counted
+			}
+			size += len(k) + len(v)
+			if _, dup := entries[k]; dup {
+				t.Errorf("%s is in two parts", k)
+			}
+			entries[k] = v
+		}
+		largest = max(largest, size)
+	}
+	if len(found) != parts {
+		t.Errorf("%d parts exist, part 0 says %d", len(found), parts)
+	}
+	if largest > 1<<19 {
+		t.Errorf("the largest part holds %d bytes: too close to the 1 MiB limit", largest)
+	}
+	t.Logf("%d entries in %d parts, the largest %d bytes", len(entries), parts, largest)
+	return parts, entries
+}
+
+// TestDirectoryHolds20000WebApps: 20,000 WebApps, twice what one ConfigMap
+// can list, are all in the directory and found by LookupDirectory; 1,000 of
+// them deleted leave it, exactly; and with nothing changed a reconcile
+// writes nothing.
+func TestDirectoryHolds20000WebApps(t *testing.T) {
+	opNS := env.Namespace(t)
+	webapps, services, want := inMemoryWebApps(t, 20_000)
+	kube, writes := countingKube(t)
+	r, caughtUp := directoryReconciler(t, kube, opNS, webapps, services)
+
+	n := settle(t, r, writes, caughtUp, func() {})
+	parts, entries := directoryParts(t, opNS)
+	t.Logf("%d reconciles that wrote, %d writes", n, writes.n.Load())
+	if parts < 8 {
+		t.Errorf("P %d for 20,000 entries", parts)
+	}
+	if !maps.Equal(entries, want) {
+		t.Errorf("the parts hold %d entries, want the %d desired", len(entries), len(want))
+	}
+	lookUpAll(t, snapshot(t, opNS), opNS, want, nil)
+	sample := map[string]string{}
+	for _, k := range slices.Sorted(maps.Keys(want))[:50] {
+		sample[k] = want[k]
+	}
+	lookUpAll(t, kubeClient(t), opNS, sample, nil) // the same, round trips and all
+
+	var gone []string
+	for i, obj := range webapps.List() {
+		if i%20 == 0 {
+			w := obj.(*handrollv1.WebApp)
+			if err := webapps.Delete(w); err != nil {
+				t.Fatal(err)
+			}
+			gone = append(gone, webapp.DirectoryKey(w.Namespace, w.Name))
+			delete(want, webapp.DirectoryKey(w.Namespace, w.Name))
+		}
+	}
+	if len(gone) != 1000 {
+		t.Fatalf("deleted %d WebApps", len(gone))
+	}
+	settle(t, r, writes, caughtUp, func() {})
+	after, entries := directoryParts(t, opNS)
+	if after != parts {
+		t.Errorf("P went from %d to %d", parts, after)
+	}
+	if !maps.Equal(entries, want) {
+		t.Errorf("after deleting 1,000: the parts hold %d entries, want %d", len(entries), len(want))
+	}
+	lookUpAll(t, snapshot(t, opNS), opNS, want, gone)
+
+	before := writes.n.Load()
+	if _, err := r.Reconcile(context.Background(), controller.Request{Namespace: opNS, Name: webapp.DirectoryName}); err != nil {
+		t.Fatal(err)
+	}
+	if w := writes.n.Load() - before; w != 0 {
+		t.Errorf("nothing changed, yet %d writes", w)
+	}
+}
+
+// TestDirectoryUpgradeToParts: a single webapp-directory as the version
+// before parts wrote it, with entries, one of a WebApp long gone and one of
+// a namespace another process watches, then more WebApps than one part
+// holds. Every entry a reader found before is found after every step; the
+// end is the parts layout, exactly, the other process's entry kept.
+func TestDirectoryUpgradeToParts(t *testing.T) {
+	opNS := env.Namespace(t)
+	webapps, services, want := inMemoryWebApps(t, 12_000)
+	old := map[string]string{"elsewhere.kept": "http://kept.elsewhere.svc:80", "tenant-000-prod-eu-west.long-gone": "http://long-gone.tenant-000-prod-eu-west.svc:80"}
+	for _, k := range slices.Sorted(maps.Keys(want))[:3000] {
+		old[k] = want[k]
+	}
+	if _, err := kubeClient(t).CoreV1().ConfigMaps(opNS).Create(context.Background(), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: webapp.DirectoryName, Labels: map[string]string{
+			webapp.LabelManagedBy: webapp.ManagedBy, webapp.LabelName: "webapp-directory",
+		}},
+		Data: old,
+	}, metav1.CreateOptions{FieldManager: webapp.FieldManager}); err != nil {
+		t.Fatal(err)
+	}
+	kube, writes := countingKube(t)
+	r, caughtUp := directoryReconciler(t, kube, opNS, webapps, services)
+	for i := range 40 {
+		r.Namespaces = append(r.Namespaces, fmt.Sprintf("tenant-%03d-prod-eu-west", i))
+	}
+	readable := maps.Clone(old)
+	delete(readable, "tenant-000-prod-eu-west.long-gone")
+	n := settle(t, r, writes, caughtUp, func() { lookUpAll(t, snapshot(t, opNS), opNS, readable, nil) })
+
+	parts, entries := directoryParts(t, opNS, "elsewhere.kept")
+	if parts < 4 {
+		t.Errorf("P %d for 12,000 entries", parts)
+	}
+	t.Logf("%d reconciles that wrote, %d writes", n, writes.n.Load())
+	mine := maps.Clone(entries)
+	delete(mine, "elsewhere.kept")
+	if !maps.Equal(mine, want) {
+		t.Errorf("the parts hold %d of our entries, want %d", len(mine), len(want))
+	}
+	want["elsewhere.kept"] = old["elsewhere.kept"]
+	lookUpAll(t, snapshot(t, opNS), opNS, want, []string{"tenant-000-prod-eu-west.long-gone"})
+}
+
+// TestDirectoryBurstIsFewWrites: with WriteInterval 1s, 200 WebApps created
+// over about 4 s cost the directory a write per second or so, not one per
+// WebApp, and the directory ends exact.
+func TestDirectoryBurstIsFewWrites(t *testing.T) {
+	opNS, ns := env.Namespace(t), env.Namespace(t)
+	// No WebApp controller runs here: delete the WebApps, which have no
+	// children, before their namespace goes, or a later test's operator that
+	// watches every namespace fails to make their children in a namespace
+	// being terminated.
+	t.Cleanup(func() {
+		ctx := context.Background()
+		webapps := handrollClient(t).HandrollV1().WebApps(ns)
+		if err := webapps.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+			t.Error(err)
+		}
+		eventually(t, "the WebApps are deleted", func(ctx context.Context) (bool, error) {
+			list, err := webapps.List(ctx, metav1.ListOptions{})
+			return err == nil && len(list.Items) == 0, err
+		})
+	})
+	kube, writes := countingKube(t)
+	ours := kubeinformers.WithTweakListOptions(func(lo *metav1.ListOptions) {
+		lo.LabelSelector = webapp.LabelManagedBy + "=" + webapp.ManagedBy
+	})
+	hf := handrollinformers.NewSharedInformerFactoryWithOptions(handrollClient(t), 0, handrollinformers.WithNamespace(ns))
+	sf := kubeinformers.NewSharedInformerFactoryWithOptions(kube, 0, kubeinformers.WithNamespace(ns), ours)
+	cf := kubeinformers.NewSharedInformerFactoryWithOptions(kube, 0, kubeinformers.WithNamespace(opNS), ours)
+	webapps, services, configMaps := hf.Handroll().V1().WebApps(), sf.Core().V1().Services(), cf.Core().V1().ConfigMaps()
+	c, err := webapp.NewDirectoryController(&webapp.DirectoryReconciler{
+		WebApps: webapps.Lister(), Services: services.Lister(), ConfigMaps: configMaps.Lister(),
+		Kube: kube, Namespace: opNS, Namespaces: []string{ns},
+		WriteInterval: time.Second,
+	}, webapp.Informers{
+		WebApps:    []cache.SharedIndexInformer{webapps.Informer()},
+		Services:   []cache.SharedIndexInformer{services.Informer()},
+		ConfigMaps: []cache.SharedIndexInformer{configMaps.Informer()},
+	}, controller.Options{Name: "directory-burst"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan error)
+	t.Cleanup(func() {
+		cancel()
+		if err := <-stopped; err != nil {
+			t.Error(err)
+		}
+	})
+	for _, f := range []interface{ Start(<-chan struct{}) }{hf, sf, cf} {
+		f.Start(ctx.Done())
+	}
+	go func() { stopped <- c.Start(ctx) }()
+
+	// A first WebApp, so that the burst starts from a written directory.
+	want := map[string]string{}
+	create := func(name string) {
+		w, err := handrollClient(t).HandrollV1().WebApps(ns).Create(ctx, &handrollv1.WebApp{
+			ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: handrollv1.WebAppSpec{Image: "nginx:1.27"},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kubeClient(t).CoreV1().Services(ns).Create(ctx, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{webapp.LabelManagedBy: webapp.ManagedBy},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "handroll.dev/v1", Kind: "WebApp", Name: name, UID: w.UID, Controller: ptr.To(true)}}},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		want[webapp.DirectoryKey(ns, name)] = "http://" + name + "." + ns + ".svc:80"
+	}
+	create("first")
+	directoryBecomes(t, opNS, want)
+
+	before := writes.n.Load()
+	start := time.Now()
+	const burst = 200
+	for i := range burst {
+		time.Sleep(time.Until(start.Add(time.Duration(i) * 4 * time.Second / burst)))
+		create(fmt.Sprintf("web-%03d", i))
+	}
+	spread := time.Since(start)
+	directoryBecomes(t, opNS, want)
+	n := writes.n.Load() - before
+	t.Logf("%d WebApps over %v: %d directory writes", burst, spread.Round(time.Millisecond), n)
+	// One per interval over the spread, one for what is left at its end,
+	// and one to spare for a conflict with a cache that lagged.
+	if limit := int64(spread/time.Second) + 3; n > limit || n > burst/10 {
+		t.Errorf("%d writes for %d WebApps over %v; want at most %d", n, burst, spread, min(limit, burst/10))
+	}
+}
+
+// TestTheOperatorGrowsTheDirectory: the operator, watching one namespace,
+// starts on a single webapp-directory that another process's entries fill
+// past one part: it grows the directory into parts, keeps every entry found,
+// and lists its own WebApp where LookupDirectory looks.
+func TestTheOperatorGrowsTheDirectory(t *testing.T) {
+	ctx := context.Background()
+	ns, opNS := env.Namespace(t), env.Namespace(t)
+	theirs := map[string]string{}
+	for i := range 4000 {
+		other, name := fmt.Sprintf("another-team-%02d-production", i%20), fmt.Sprintf("storefront-%05d-canary-eu-west-1", i)
+		theirs[webapp.DirectoryKey(other, name)] = "http://" + name + "." + other + ".svc:8080"
+	}
+	if _, err := kubeClient(t).CoreV1().ConfigMaps(opNS).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: webapp.DirectoryName, Labels: map[string]string{
+			webapp.LabelManagedBy: webapp.ManagedBy, webapp.LabelName: "webapp-directory",
+		}},
+		Data: theirs,
+	}, metav1.CreateOptions{FieldManager: webapp.FieldManager}); err != nil {
+		t.Fatal(err)
+	}
+	operator.Start(t, env.Kubeconfig, "--operator-namespace="+opNS, "--leader-elect-resource-namespace="+opNS, "--namespaces="+ns)
+	w := createWebApp(t, &handrollv1.WebApp{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec:       handrollv1.WebAppSpec{Image: "nginx:1.27"},
+	})
+	want := maps.Clone(theirs)
+	want[webapp.DirectoryKey(ns, "web")] = webapp.URL(w)
+	size := 0
+	for k, v := range want {
+		size += len(k) + len(v)
+	}
+	parts := webapp.DirectoryPartsFor(size, 1)
+	if parts < 2 {
+		t.Fatalf("%d bytes: the test needs more than one part", size)
+	}
+	eventually(t, "the directory has its parts and lists the WebApp", func(ctx context.Context) (bool, error) {
+		cm, err := kubeClient(t).CoreV1().ConfigMaps(opNS).Get(ctx, webapp.DirectoryName, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		_, found, err := webapp.LookupDirectory(ctx, kubeClient(t), opNS, ns, "web")
+		return cm.Annotations[webapp.DirectoryPartsAnnotation] == fmt.Sprint(parts) && found, err
+	})
+	lookUpAll(t, snapshot(t, opNS), opNS, want, nil)
+	got, _ := directoryParts(t, opNS, slices.Collect(maps.Keys(theirs))...)
+	if got != parts {
+		t.Errorf("P %d, want %d", got, parts)
+	}
 }

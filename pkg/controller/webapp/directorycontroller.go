@@ -3,8 +3,10 @@ package webapp
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"maps"
+	"strconv"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -25,12 +27,12 @@ import (
 // metrics.
 const DirectoryControllerName = "directory"
 
-// DirectoryReconciler keeps the directory ConfigMap equal to
-// DesiredDirectory of the cache, the way the endpoints controller keeps
-// Endpoints equal to the ready pods: level triggered, so a missed or
+// DirectoryReconciler keeps the directory's ConfigMaps (see DirectoryName)
+// equal to DesiredDirectory of the cache, the way the endpoints controller
+// keeps Endpoints equal to the ready pods: level triggered, so a missed or
 // reordered event cannot leak an entry, and no finalizer holds WebApps back.
-// Every event maps to the one Request of the directory, so a burst of
-// changes is one reconcile and one write.
+// Every event maps to the one Request of the directory, and writes are at
+// least WriteInterval apart, so a burst of changes is one write per interval.
 type DirectoryReconciler struct {
 	WebApps    handrolllisters.WebAppLister
 	Services   corelisters.ServiceLister
@@ -42,18 +44,38 @@ type DirectoryReconciler struct {
 	// Namespaces are the namespaces this process watches (empty: all); the
 	// entries of any other namespace are left to whoever watches it.
 	Namespaces []string
+	// WriteInterval is the least time from one write of the directory to
+	// the next: a reconcile sooner only requeues itself for the rest of it.
+	// Zero: no wait.
+	WriteInterval time.Duration
+
+	mu        sync.Mutex
+	lastWrite time.Time // when the last reconcile that wrote finished
 }
+
+// DefaultDirectoryWriteInterval is handroll's DirectoryReconciler.WriteInterval:
+// a new WebApp is listed within about this long, and a burst of creations
+// costs one write per interval rather than one per WebApp.
+const DefaultDirectoryWriteInterval = 2 * time.Second
 
 // conflictRequeue is when a write refused for a stale resourceVersion is
 // tried again, should the event of the newer version not come first.
 const conflictRequeue = time.Second
 
 // Reconcile writes the difference between the directory in the cache and
-// the desired one. The write carries the cached resourceVersion, so a cache
-// that has not yet seen the latest write (ours or anyone's) is never acted
-// on blindly: the API server refuses with a conflict, and the newer version's
-// event, or the requeue, brings the directory back here.
+// the desired one: a step of PlanDirectory, part by part. Each write carries
+// the cached resourceVersion of its part, so a cache that has not yet seen
+// the latest write (ours or anyone's) is never acted on blindly: the API
+// server refuses with a conflict, and the newer version's event, or the
+// requeue, brings the directory back here. Parts are written before part 0,
+// so that part 0 says a new number of parts only after the others' writes of
+// the same step have gone through.
 func (r *DirectoryReconciler) Reconcile(ctx context.Context, req controller.Request) (controller.Result, error) {
+	// First, before any O(WebApps) work: during a burst every event lands
+	// here, and the workqueue folds them into this one requeue.
+	if wait := r.untilNextWrite(); wait > 0 {
+		return controller.Result{RequeueAfter: wait}, nil
+	}
 	logger := klog.FromContext(ctx)
 	webapps, err := r.WebApps.List(labels.Everything())
 	if err != nil {
@@ -67,29 +89,110 @@ func (r *DirectoryReconciler) Reconcile(ctx context.Context, req controller.Requ
 		return svc
 	})
 
-	cm, err := r.ConfigMaps.ConfigMaps(r.Namespace).Get(DirectoryName)
-	if apierrors.IsNotFound(err) {
-		if len(desired) == 0 {
-			return controller.Result{}, nil
-		}
-		return r.create(ctx, desired)
-	}
+	cms, err := r.ConfigMaps.ConfigMaps(r.Namespace).List(labels.Everything())
 	if err != nil {
-		return controller.Result{}, err
+		return controller.Result{}, fmt.Errorf("listing the directory's parts: %w", err)
 	}
-	err = r.patch(ctx, cm, desired)
-	if apierrors.IsConflict(err) {
-		logger.V(2).Info("The cached directory is not the latest; waiting for the newer version", "resourceVersion", cm.ResourceVersion)
-		return controller.Result{RequeueAfter: conflictRequeue}, nil
+	cached := map[int]*corev1.ConfigMap{}
+	current := map[int]map[string]string{}
+	for _, cm := range cms {
+		if i, ok := DirectoryPartIndex(cm.Name); ok {
+			cached[i], current[i] = cm, cm.Data
+		}
 	}
-	return controller.Result{}, err
+	parts := 0 // no part 0: nothing to keep readable
+	if part0 := cached[0]; part0 != nil {
+		if parts, err = DirectoryParts(part0.Annotations); err != nil {
+			// Read as one part, the annotation is written again.
+			logger.Info("Warning: the directory's number of parts is unreadable; taking it as 1", "err", err)
+			parts = 1
+		}
+	}
+	plan := PlanDirectory(parts, current, desired, ManagedDirectoryKeys(r.Namespaces))
+	if plan.Parts != parts && parts > 0 {
+		logger.Info("Growing the directory", "parts", plan.Parts, "from", parts, "entries", len(desired))
+	}
+
+	wrote, conflict := false, false
+	var errs []error
+	write := func(i int) {
+		sent, err := r.writePart(ctx, i, cached[i], plan.Changes[i], plan.Parts)
+		wrote = wrote || sent
+		if apierrors.IsConflict(err) {
+			logger.V(2).Info("The cached directory is not the latest; waiting for the newer version", "part", i)
+			conflict = true
+		} else if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for i := 1; i < len(plan.Changes); i++ {
+		write(i)
+	}
+	// A new P waits for a step whose other writes all went through.
+	if plan.Parts == parts || (!conflict && len(errs) == 0) {
+		write(0)
+	}
+	if wrote {
+		r.wrote()
+	}
+	if len(errs) > 0 {
+		return controller.Result{}, errors.Join(errs...)
+	}
+	if conflict {
+		return controller.Result{RequeueAfter: max(conflictRequeue, r.WriteInterval)}, nil
+	}
+	return controller.Result{}, nil
 }
 
-// patch writes, with one JSON merge patch that names cm's resourceVersion,
-// the entries that differ from desired and our labels if they are missing.
-// Nothing is sent when nothing differs.
-func (r *DirectoryReconciler) patch(ctx context.Context, cm *corev1.ConfigMap, desired map[string]string) error {
-	changes := DirectoryChanges(cm.Data, desired, ManagedDirectoryKeys(r.Namespaces))
+// untilNextWrite is how long the directory must still wait before it may be
+// written again.
+func (r *DirectoryReconciler) untilNextWrite() time.Duration {
+	if r.WriteInterval <= 0 {
+		return 0
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.lastWrite.IsZero() {
+		return 0
+	}
+	return r.WriteInterval - time.Since(r.lastWrite)
+}
+
+func (r *DirectoryReconciler) wrote() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lastWrite = time.Now()
+}
+
+// writePart brings part i, as the cache holds it (nil: not at all), to
+// changes and our labels; part 0 also to the annotation saying parts. It
+// tells whether it sent a request. A part that exists is patched; one that
+// does not is created if it has anything to hold.
+func (r *DirectoryReconciler) writePart(ctx context.Context, i int, cm *corev1.ConfigMap, changes map[string]*string, parts int) (bool, error) {
+	if cm != nil {
+		return r.patch(ctx, i, cm, changes, parts)
+	}
+	data := map[string]string{}
+	for k, v := range changes {
+		if v != nil {
+			data[k] = *v
+		}
+	}
+	var annotations map[string]string
+	if i == 0 && parts > 1 {
+		annotations = map[string]string{DirectoryPartsAnnotation: strconv.Itoa(parts)}
+	}
+	if len(data) == 0 && annotations == nil {
+		return false, nil
+	}
+	return true, r.create(ctx, i, data, annotations)
+}
+
+// patch writes to part i, with one JSON merge patch that names cm's
+// resourceVersion, changes, our labels if they are missing and, on part 0,
+// the annotation saying parts if it does not. Nothing is sent when nothing
+// differs; it tells whether something was.
+func (r *DirectoryReconciler) patch(ctx context.Context, i int, cm *corev1.ConfigMap, changes map[string]*string, parts int) (bool, error) {
 	meta := map[string]any{"resourceVersion": cm.ResourceVersion}
 	missing := false
 	for k, v := range directoryLabels() {
@@ -98,50 +201,61 @@ func (r *DirectoryReconciler) patch(ctx context.Context, cm *corev1.ConfigMap, d
 	if missing {
 		meta["labels"] = directoryLabels()
 	}
-	if len(changes) == 0 && !missing {
+	if i == 0 {
+		if v, change := DirectoryPartsAnnotationFor(cm.Annotations, parts); change {
+			meta["annotations"] = map[string]*string{DirectoryPartsAnnotation: v}
+		}
+	}
+	if len(changes) == 0 && len(meta) == 1 {
+		return false, nil
+	}
+	body := map[string]any{"metadata": meta}
+	if len(changes) > 0 {
+		body["data"] = changes // never null: in a merge patch that removes every entry
+	}
+	patch, err := json.Marshal(body)
+	if err != nil {
+		return false, err
+	}
+	_, err = r.Kube.CoreV1().ConfigMaps(r.Namespace).Patch(ctx, DirectoryPartName(i), types.MergePatchType, patch,
+		metav1.PatchOptions{FieldManager: FieldManager})
+	if err != nil {
+		return true, fmt.Errorf("patching the directory's part %d: %w", i, err)
+	}
+	klog.FromContext(ctx).V(2).Info("Wrote the directory", "part", i, "changed", len(changes))
+	return true, nil
+}
+
+// create makes part i of the directory. AlreadyExists means the cache is
+// behind, or that the ConfigMap is not in it at all: without our labels it
+// escapes the operator namespace's filtered cache. Then data and our labels
+// are merged in without a precondition, which is safe because it only adds:
+// nothing is removed on the word of a cache that has not seen the object,
+// nor is part 0's number of parts changed (the parts it counts may hold
+// entries this cache has not seen). Once the labelled object reaches the
+// cache, its event brings the directory back here for an exact,
+// preconditioned write.
+func (r *DirectoryReconciler) create(ctx context.Context, i int, data, annotations map[string]string) error {
+	configMaps := r.Kube.CoreV1().ConfigMaps(r.Namespace)
+	_, err := configMaps.Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: DirectoryPartName(i), Namespace: r.Namespace, Labels: directoryLabels(), Annotations: annotations},
+		Data:       data,
+	}, metav1.CreateOptions{FieldManager: FieldManager})
+	if err == nil {
+		klog.FromContext(ctx).V(2).Info("Created the directory", "part", i, "entries", len(data))
 		return nil
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": meta, "data": changes})
+	if !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the directory's part %d: %w", i, err)
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": directoryLabels()}, "data": data})
 	if err != nil {
 		return err
 	}
-	_, err = r.Kube.CoreV1().ConfigMaps(r.Namespace).Patch(ctx, DirectoryName, types.MergePatchType, patch,
-		metav1.PatchOptions{FieldManager: FieldManager})
-	if err != nil {
-		return fmt.Errorf("patching the directory: %w", err)
+	if _, err := configMaps.Patch(ctx, DirectoryPartName(i), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
+		return fmt.Errorf("patching the directory's part %d, which the cache does not hold: %w", i, err)
 	}
-	klog.FromContext(ctx).V(2).Info("Wrote the directory", "changed", len(changes), "entries", len(desired))
 	return nil
-}
-
-// create makes the directory. AlreadyExists means the cache is behind, or
-// that the ConfigMap is not in it at all: without our labels it escapes the
-// operator namespace's filtered cache. Then the desired entries and our
-// labels are merged in without a precondition, which is safe because it
-// only adds: nothing is removed on the word of a cache that has not seen
-// the object. Once the labelled object reaches the cache, its event brings
-// the directory back here for an exact, preconditioned write.
-func (r *DirectoryReconciler) create(ctx context.Context, desired map[string]string) (controller.Result, error) {
-	configMaps := r.Kube.CoreV1().ConfigMaps(r.Namespace)
-	_, err := configMaps.Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: DirectoryName, Namespace: r.Namespace, Labels: directoryLabels()},
-		Data:       maps.Clone(desired),
-	}, metav1.CreateOptions{FieldManager: FieldManager})
-	if err == nil {
-		klog.FromContext(ctx).V(2).Info("Created the directory", "entries", len(desired))
-		return controller.Result{}, nil
-	}
-	if !apierrors.IsAlreadyExists(err) {
-		return controller.Result{}, fmt.Errorf("creating the directory: %w", err)
-	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": directoryLabels()}, "data": desired})
-	if err != nil {
-		return controller.Result{}, err
-	}
-	if _, err := configMaps.Patch(ctx, DirectoryName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
-		return controller.Result{}, fmt.Errorf("patching the directory the cache does not hold: %w", err)
-	}
-	return controller.Result{}, nil
 }
 
 func directoryLabels() map[string]string {
@@ -155,9 +269,10 @@ func directoryLabels() map[string]string {
 //   - a WebApp created or deleted, its spec changed (the port is in the URL)
 //     or its deletion started;
 //   - a Service created or deleted, or its controller changed;
-//   - the directory ConfigMap itself, whatever changed: a write the cache had
-//     not seen when the directory was last computed is corrected when it
-//     arrives, and so is a hand edit.
+//   - any part of the directory itself, whatever changed: a write the cache
+//     had not seen when the directory was last computed is corrected when it
+//     arrives, and so is a hand edit; a part's arrival takes a growing
+//     directory to its next step.
 func NewDirectoryController(r *DirectoryReconciler, inf Informers, opts controller.Options) (*controller.Controller, error) {
 	if opts.Name == "" {
 		opts.Name = DirectoryControllerName
@@ -183,7 +298,10 @@ func NewDirectoryController(r *DirectoryReconciler, inf Informers, opts controll
 	if err := add(inf.Services, controllerChanged()); err != nil {
 		return nil, err
 	}
-	isDirectory := func(o metav1.Object) bool { return o.GetNamespace() == r.Namespace && o.GetName() == DirectoryName }
+	isDirectory := func(o metav1.Object) bool {
+		_, part := DirectoryPartIndex(o.GetName())
+		return part && o.GetNamespace() == r.Namespace
+	}
 	// Resyncs pass too: each is a full recompute of the directory.
 	if err := add(inf.ConfigMaps, controller.PredicateFuncs{
 		CreateFunc: isDirectory,

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"maps"
+	"strconv"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -26,8 +28,9 @@ import (
 
 // DirectoryReconciler is pkg/controller/webapp.DirectoryReconciler on
 // controller-runtime: a second controller of the same manager, on the same
-// cache, that keeps the directory ConfigMap equal to webapp.DesiredDirectory
-// of the cached WebApps and Services.
+// cache, that keeps the directory's ConfigMaps equal to
+// webapp.DesiredDirectory of the cached WebApps and Services, in the parts
+// that webapp.PlanDirectory lays out.
 type DirectoryReconciler struct {
 	// Client reads from the cache and writes as field manager "handroll".
 	client.Client
@@ -36,6 +39,13 @@ type DirectoryReconciler struct {
 	// Namespaces are the watched namespaces (empty: all); other namespaces'
 	// entries are left alone.
 	Namespaces []string
+	// WriteInterval is the least time between two writes of the directory;
+	// zero: webapp.DefaultDirectoryWriteInterval, as cmd/handroll runs it;
+	// negative: no wait.
+	WriteInterval time.Duration
+
+	mu        sync.Mutex
+	lastWrite time.Time
 }
 
 // SetupWithManager registers the controller: every event that can change
@@ -60,8 +70,12 @@ func (r *DirectoryReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return controllerUID(e.ObjectOld) != controllerUID(e.ObjectNew)
 	}}
 	isDirectory := predicate.NewPredicateFuncs(func(o client.Object) bool {
-		return o.GetNamespace() == r.Namespace && o.GetName() == webapp.DirectoryName
+		_, part := webapp.DirectoryPartIndex(o.GetName())
+		return part && o.GetNamespace() == r.Namespace
 	})
+	if r.WriteInterval == 0 {
+		r.WriteInterval = webapp.DefaultDirectoryWriteInterval
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(webapp.DirectoryControllerName).
 		Watches(&handrollv1.WebApp{}, toDirectory,
@@ -73,11 +87,17 @@ func (r *DirectoryReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// Reconcile writes the difference between the cached directory and the
-// desired one, as one merge patch carrying the cached resourceVersion
-// (MergeFromWithOptimisticLock): a stale cache gets a conflict, and the
-// newer version's event (or the requeue) brings the directory back.
+// Reconcile writes a step of webapp.PlanDirectory from the cached
+// directory, part by part, each as a merge patch carrying its cached
+// resourceVersion (MergeFromWithOptimisticLock): a stale cache gets a
+// conflict, and the newer version's event (or the requeue) brings the
+// directory back. Part 0 goes last, and when it is to say a new number of
+// parts only once the other parts' writes have gone through. Within
+// WriteInterval of a write it only requeues itself, before any listing.
 func (r *DirectoryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if wait := r.untilNextWrite(); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
 	var list handrollv1.WebAppList
 	if err := r.List(ctx, &list); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing WebApps: %w", err)
@@ -94,23 +114,90 @@ func (r *DirectoryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return &svc
 	})
 
-	var cm corev1.ConfigMap
-	err := r.Get(ctx, req.NamespacedName, &cm)
-	if apierrors.IsNotFound(err) {
-		if len(desired) == 0 {
-			return ctrl.Result{}, nil
+	var cms corev1.ConfigMapList
+	if err := r.List(ctx, &cms, client.InNamespace(r.Namespace)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing the directory's parts: %w", err)
+	}
+	cached := map[int]*corev1.ConfigMap{}
+	current := map[int]map[string]string{}
+	for i := range cms.Items {
+		if part, ok := webapp.DirectoryPartIndex(cms.Items[i].Name); ok {
+			cached[part], current[part] = &cms.Items[i], cms.Items[i].Data
 		}
-		return ctrl.Result{}, r.create(ctx, desired)
 	}
-	if err != nil {
-		return ctrl.Result{}, err
+	parts := 0
+	if part0 := cached[0]; part0 != nil {
+		var err error
+		if parts, err = webapp.DirectoryParts(part0.Annotations); err != nil {
+			log.FromContext(ctx).Info("Warning: the directory's number of parts is unreadable; taking it as 1", "err", err)
+			parts = 1
+		}
 	}
-	changes := webapp.DirectoryChanges(cm.Data, desired, webapp.ManagedDirectoryKeys(r.Namespaces))
-	labelled := cm.Labels[webapp.LabelManagedBy] == webapp.ManagedBy && cm.Labels[webapp.LabelName] == "webapp-directory"
-	if len(changes) == 0 && labelled {
-		return ctrl.Result{}, nil
+	plan := webapp.PlanDirectory(parts, current, desired, webapp.ManagedDirectoryKeys(r.Namespaces))
+
+	wrote, conflict := false, false
+	var errs []error
+	write := func(i int) {
+		sent, err := r.writePart(ctx, i, cached[i], plan.Changes[i], plan.Parts)
+		wrote = wrote || sent
+		if apierrors.IsConflict(err) {
+			conflict = true
+		} else if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for i := 1; i < len(plan.Changes); i++ {
+		write(i)
+	}
+	if plan.Parts == parts || (!conflict && len(errs) == 0) {
+		write(0)
+	}
+	if wrote {
+		r.mu.Lock()
+		r.lastWrite = time.Now()
+		r.mu.Unlock()
+	}
+	if len(errs) > 0 {
+		return ctrl.Result{}, errors.Join(errs...)
+	}
+	if conflict {
+		log.FromContext(ctx).V(2).Info("The cached directory is not the latest; waiting for the newer version")
+		return ctrl.Result{RequeueAfter: max(time.Second, r.WriteInterval)}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+func (r *DirectoryReconciler) untilNextWrite() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.WriteInterval <= 0 || r.lastWrite.IsZero() {
+		return 0
+	}
+	return r.WriteInterval - time.Since(r.lastWrite)
+}
+
+// writePart brings part i (cm: its cached copy, nil when there is none) to
+// changes and our labels, and part 0 to the annotation saying parts; it
+// tells whether it sent a request.
+func (r *DirectoryReconciler) writePart(ctx context.Context, i int, cm *corev1.ConfigMap, changes map[string]*string, parts int) (bool, error) {
+	if cm == nil {
+		data := map[string]string{}
+		for k, v := range changes {
+			if v != nil {
+				data[k] = *v
+			}
+		}
+		var annotations map[string]string
+		if i == 0 && parts > 1 {
+			annotations = map[string]string{webapp.DirectoryPartsAnnotation: strconv.Itoa(parts)}
+		}
+		if len(data) == 0 && annotations == nil {
+			return false, nil
+		}
+		return true, r.create(ctx, i, data, annotations)
 	}
 	base := cm.DeepCopy()
+	changed := len(changes) > 0
 	if cm.Data == nil {
 		cm.Data = map[string]string{}
 	}
@@ -124,32 +211,47 @@ func (r *DirectoryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if cm.Labels == nil {
 		cm.Labels = map[string]string{}
 	}
-	maps.Copy(cm.Labels, directoryLabels())
-	err = r.Patch(ctx, &cm, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
-	if apierrors.IsConflict(err) {
-		log.FromContext(ctx).V(2).Info("The cached directory is not the latest; waiting for the newer version")
-		return ctrl.Result{RequeueAfter: time.Second}, nil
+	for k, v := range directoryLabels() {
+		changed = changed || cm.Labels[k] != v
+		cm.Labels[k] = v
 	}
-	return ctrl.Result{}, err
+	if i == 0 {
+		if v, change := webapp.DirectoryPartsAnnotationFor(cm.Annotations, parts); change {
+			changed = true
+			if v == nil {
+				delete(cm.Annotations, webapp.DirectoryPartsAnnotation)
+			} else {
+				if cm.Annotations == nil {
+					cm.Annotations = map[string]string{}
+				}
+				cm.Annotations[webapp.DirectoryPartsAnnotation] = *v
+			}
+		}
+	}
+	if !changed {
+		return false, nil
+	}
+	return true, r.Patch(ctx, cm, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 }
 
-// create makes the directory; on AlreadyExists (a cache behind, or an
-// unlabelled ConfigMap the filtered cache cannot see) it merges the desired
-// entries and labels in without a precondition, which only adds.
-func (r *DirectoryReconciler) create(ctx context.Context, desired map[string]string) error {
+// create makes part i; on AlreadyExists (a cache behind, or an unlabelled
+// ConfigMap the filtered cache cannot see) it merges data and our labels in
+// without a precondition, which only adds, and leaves part 0's number of
+// parts alone.
+func (r *DirectoryReconciler) create(ctx context.Context, i int, data, annotations map[string]string) error {
 	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: webapp.DirectoryName, Namespace: r.Namespace, Labels: directoryLabels()},
-		Data:       desired,
+		ObjectMeta: metav1.ObjectMeta{Name: webapp.DirectoryPartName(i), Namespace: r.Namespace, Labels: directoryLabels(), Annotations: annotations},
+		Data:       data,
 	}
 	err := r.Create(ctx, cm)
 	if !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": directoryLabels()}, "data": desired})
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": directoryLabels()}, "data": data})
 	if err != nil {
 		return err
 	}
-	return r.Patch(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: webapp.DirectoryName, Namespace: r.Namespace}},
+	return r.Patch(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: webapp.DirectoryPartName(i), Namespace: r.Namespace}},
 		client.RawPatch(types.MergePatchType, patch))
 }
 
