@@ -223,12 +223,14 @@ test-real: testbin ## Run handroll in real containers on the local cluster's rea
 test-twin: testbin ## Run handroll's behaviour scenarios against the controller-runtime twin (hack/compare).
 	hack/compare/test-twin.sh
 
-# Not part of `make test`: it takes long and its numbers are a report, not a
-# pass/fail. BENCH_FLAGS, e.g. "-n 300 -rounds 3"; `go run ./hack/bench -h`.
+# Not part of `make test`: it takes long (the default plan is estimated at
+# 55 minutes on 2 cores) and its numbers are a report, not a pass/fail.
+# BENCH_FLAGS, e.g. "-n 300 -rounds 3" or "-plan" (print the plan and its
+# estimate, run nothing); `go run ./hack/bench -h`.
 BENCH_FLAGS ?=
 
 .PHONY: bench
-bench: testbin ## Measure handroll, its controller-runtime twin and the floor in one run; writes docs/benchmarks.md and .json.
+bench: testbin ## Measure handroll, its controller-runtime twins and the floor at several sizes in one run; writes docs/benchmarks.md, .json and the scale plot.
 	KUBEBUILDER_ASSETS="$$(hack/testbin.sh path | tail -n 1)" $(GO) run ./hack/bench $(BENCH_FLAGS)
 
 .PHONY: test-unit

@@ -1,13 +1,19 @@
 package main
 
 import (
+	"encoding/xml"
+	"errors"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 )
 
 func TestMedian(t *testing.T) {
@@ -65,6 +71,13 @@ func TestFormat(t *testing.T) {
 		{2.5, "count", "2.5"},
 		{37.26, "MiB", "37.3 MiB"},
 		{math.NaN(), "s", "—"},
+		{4.567, unitPerApp, "4.57"},
+		{0.0123, unitCPUPerApp, "12.3 ms"},
+		{-1.25, unitDeltaMiB, "−1.2 MiB"},
+		{0.3, unitDeltaS, "+300 ms"},
+		{-0.0004, unitDeltaS, "0 ms"},
+		{-0.01, unitDeltaMiB, "0.0 MiB"},
+		{12, unitDeltaMiB, "+12.0 MiB"},
 	} {
 		if got := format(tc.v, tc.unit); got != tc.want {
 			t.Errorf("format(%v, %q) = %q, want %q", tc.v, tc.unit, got, tc.want)
@@ -178,73 +191,431 @@ func TestCommandLine(t *testing.T) {
 	}
 }
 
-// The table shows medians and their ratios, and says which measures do not
+func TestPercentile(t *testing.T) {
+	xs := make([]float64, 50)
+	for i := range xs {
+		xs[i] = float64(50 - i) // 50 … 1, unsorted
+	}
+	for _, tc := range []struct{ p, want float64 }{{50, 25}, {99, 50}, {100, 50}, {1, 1}, {0, 1}} {
+		if got := percentile(xs, tc.p); got != tc.want {
+			t.Errorf("percentile(1…50, %v) = %v, want %v", tc.p, got, tc.want)
+		}
+	}
+	if xs[0] != 50 {
+		t.Error("percentile reordered its argument")
+	}
+	if got := percentile([]float64{0.3}, 99); got != 0.3 {
+		t.Errorf("percentile of one = %v", got)
+	}
+	if got := percentile(nil, 50); !math.IsNaN(got) {
+		t.Errorf("percentile(nil) = %v, want NaN", got)
+	}
+}
+
+// The edits reach over the whole backlog, each to a different WebApp.
+func TestEditIndex(t *testing.T) {
+	for _, tc := range []struct{ k, n int }{{50, 3000}, {10, 60}, {7, 7}, {1, 5}} {
+		seen := map[int]bool{}
+		for j := range tc.k {
+			i := editIndex(j, tc.k, tc.n)
+			if i < 0 || i >= tc.n || seen[i] {
+				t.Fatalf("editIndex(%d, %d, %d) = %d: out of range or repeated", j, tc.k, tc.n, i)
+			}
+			seen[i] = true
+		}
+	}
+	if first, last := editIndex(0, 50, 3000), editIndex(49, 50, 3000); first != 30 || last != 2970 {
+		t.Errorf("edits of 3000 run from %d to %d, want 30 to 2970", first, last)
+	}
+}
+
+func TestParseSizesAndRegimes(t *testing.T) {
+	sizes, err := parseSizes("3000, 300,1000", ",")
+	if err != nil || !cmp.Equal(sizes, []int{300, 1000, 3000}) {
+		t.Errorf("parseSizes = %v, %v; want 300, 1000, 3000 in order", sizes, err)
+	}
+	for _, bad := range []string{"", "0", "-5", "300,300", "x"} {
+		if _, err := parseSizes(bad, ","); err == nil {
+			t.Errorf("parseSizes(%q): no error", bad)
+		}
+	}
+	specs, err := parseRegimes("20/30@300+100,200/300,0.5/1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []regimeSpec{{Regime: Regime{20, 30}, sizes: []int{100, 300}}, {Regime: Regime{200, 300}}, {Regime: Regime{0.5, 1}}}
+	if diff := cmp.Diff(want, specs, cmp.AllowUnexported(regimeSpec{})); diff != "" {
+		t.Errorf("parseRegimes (-want +got):\n%s", diff)
+	}
+	for _, bad := range []string{"20", "20/", "/30", "0/30", "20/0", "20/30,20/30", "20/30@", "20/30@0", "x/y", "Inf/3"} {
+		if _, err := parseRegimes(bad); err == nil {
+			t.Errorf("parseRegimes(%q): no error", bad)
+		}
+	}
+	if got := (Regime{0.5, 1}).String(); got != "0.5/1" {
+		t.Errorf("Regime.String = %q", got)
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	o, _, err := parseFlags(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cmp.Equal(o.sizes, []int{300, 1000, 3000}) || o.rounds != 1 || o.unrelated != 2000 || o.backlogN != 3000 || o.failoverN != 300 || o.edits != 50 {
+		t.Errorf("defaults: sizes %v, rounds %d, unrelated %d, backlog %d, failover %d, edits %d", o.sizes, o.rounds, o.unrelated, o.backlogN, o.failoverN, o.edits)
+	}
+	if !cmp.Equal(o.contenders, []string{"handroll", "twin", "twin-tuned", "floor"}) || o.explicitContenders {
+		t.Errorf("default contenders %v, explicit %v", o.contenders, o.explicitContenders)
+	}
+
+	// The Makefile's example, and -qps/-burst as a shorthand for one regime.
+	o, _, err = parseFlags([]string{"-n", "300", "-rounds", "3", "-qps", "50"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]regimeSpec{{Regime: Regime{50, 30}}}, o.regimes, cmp.AllowUnexported(regimeSpec{})); diff != "" || o.backlogN != 300 || o.rounds != 3 {
+		t.Errorf("-qps 50: regimes (-want +got) %s, backlog %d, rounds %d", diff, o.backlogN, o.rounds)
+	}
+
+	o, _, err = parseFlags([]string{"-quick", "-n", "30,60", "-idle", "2s", "-contenders", "handroll,twin-tuned"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.idle != 2*time.Second || o.coldWindow != 3*time.Second || o.edits != 10 || !o.explicitContenders {
+		t.Errorf("-quick: idle %s (given), window %s, edits %d, explicit %v", o.idle, o.coldWindow, o.edits, o.explicitContenders)
+	}
+
+	for _, bad := range [][]string{
+		{"-qps", "20", "-regimes", "20/30"},
+		{"-n", "0"},
+		{"-rounds", "0"},
+		{"-contenders", "handroll,kopf"},
+		{"-contenders", "twin,twin"},
+		{"-backlog-n", "5", "-edits", "6"},
+		{"-backlog-regimes", "20/30@300"},
+		{"-unrelated", "-1"},
+		{"extra"},
+	} {
+		if _, _, err := parseFlags(bad, io.Discard); err == nil {
+			t.Errorf("parseFlags(%q): no error", bad)
+		}
+	}
+	if _, render, err := parseFlags([]string{"-render", "docs/benchmarks.json"}, io.Discard); err != nil || render != "docs/benchmarks.json" {
+		t.Errorf("-render: %q, %v", render, err)
+	}
+}
+
+// The default plan: today's table at QPS 20, every size at QPS 200, the
+// scenarios at QPS 200, and all of it within the hour on 2 cores.
+func TestDefaultPlan(t *testing.T) {
+	o, _, err := parseFlags(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := o.plan()
+	slow, fast := Regime{20, 30}, Regime{200, 300}
+	want := Plan{
+		Cells:     []Cell{{300, slow}, {300, fast}, {1000, fast}, {3000, fast}},
+		IdleCells: []Cell{{300, slow}, {3000, fast}},
+		Unrelated: &Cell{300, fast},
+		Backlog:   []Cell{{3000, fast}},
+		Failover:  &Cell{300, fast},
+	}
+	if diff := cmp.Diff(want, p); diff != "" {
+		t.Errorf("default plan (-want +got):\n%s", diff)
+	}
+	phases := o.phases(p, o.contenders)
+	var kinds []string
+	for _, ph := range phases {
+		kinds = append(kinds, ph.Kind)
+		if ph.EstimatedSeconds <= 0 {
+			t.Errorf("phase %q has no estimate", ph.Name)
+		}
+	}
+	wantKinds := []string{phaseBuild, phaseSetup, phaseUnrelated, phaseCell, phaseCell, phaseCell, phaseCell, phaseBacklog, phaseFailover}
+	if !cmp.Equal(kinds, wantKinds) {
+		t.Errorf("phases %v, want %v", kinds, wantKinds)
+	}
+	if est := totalEstimate(phases); est > time.Hour || est < 20*time.Minute {
+		t.Errorf("the default plan is estimated at %s: the budget is an hour", est)
+	}
+
+	// '@' overrides the rule; without operators there is no failover phase.
+	o.regimes, _ = parseRegimes("20/30@300+1000,200/300@1000")
+	o.unrelated, o.backlogN, o.skipFailover = 0, 0, true
+	p = o.plan()
+	if want := []Cell{{300, slow}, {1000, slow}, {1000, fast}}; !cmp.Equal(p.Cells, want) || !cmp.Equal(p.IdleCells, []Cell{{1000, slow}, {1000, fast}}) ||
+		p.Unrelated != nil || p.Backlog != nil || p.Failover != nil {
+		t.Errorf("plan with @ and no scenarios = %+v", p)
+	}
+	o.skipFailover = false
+	p = o.plan()
+	for _, ph := range o.phases(p, []string{"floor"}) {
+		if ph.Kind == phaseFailover || ph.Kind == phaseBacklog {
+			t.Errorf("a %s phase without operators", ph.Kind)
+		}
+	}
+}
+
+func TestEventWritesFrom(t *testing.T) {
+	metrics := `# TYPE apiserver_request_total counter
+apiserver_request_total{code="201",component="apiserver",dry_run="",group="events.k8s.io",resource="events",scope="resource",subresource="",verb="POST",version="v1"} 40
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="events.k8s.io",resource="events",scope="resource",subresource="",verb="PATCH",version="v1"} 2
+apiserver_request_total{code="201",component="apiserver",dry_run="",group="",resource="events",scope="resource",subresource="",verb="POST",version="v1"} 3
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="events",scope="namespace",subresource="",verb="DELETECOLLECTION",version="v1"} 9
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="events",scope="namespace",subresource="",verb="LIST",version="v1"} 9
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="apps",resource="deployments",scope="resource",subresource="",verb="APPLY",version="v1"} 100
+`
+	got, err := eventWritesFrom(strings.NewReader(metrics))
+	if err != nil || got != 45 {
+		t.Errorf("eventWritesFrom = %v, %v; want 45", got, err)
+	}
+	if _, err := eventWritesFrom(strings.NewReader("other_total 1\n")); err == nil {
+		t.Error("eventWritesFrom without apiserver_request_total: no error")
+	}
+}
+
+// testResults is a small run: two sizes at QPS 200, one at QPS 20, the
+// unrelated and backlog scenarios, failover; the twins did not run.
+func testResults() *Results {
+	f := func(v float64) *float64 { return &v }
+	slow, fast := Regime{20, 30}, Regime{200, 300}
+	r := &Results{
+		Contenders: []string{"handroll", "floor"},
+		Config: Config{
+			Sizes: []int{100, 1000}, Regimes: []Regime{slow, fast}, Cells: []Cell{{100, slow}, {100, fast}, {1000, fast}}, IdleCells: []Cell{{100, slow}, {1000, fast}},
+			NamespacesMax: 10, Rounds: 3, IdleSeconds: 30, ColdStartWindowSeconds: 10, Workers: 4,
+			Unrelated: 2000, UnrelatedNamespaces: 20, UnrelatedConfigMapBytes: 64 << 10, UnrelatedCell: &Cell{100, fast},
+			BacklogWebApps: 1000, BacklogCells: []Cell{{1000, fast}}, Edits: 4, EditIntervalSeconds: 0.15,
+		},
+	}
+	for round, secs := range []float64{30, 10, 20} {
+		for _, c := range r.Config.Cells {
+			n := float64(c.N)
+			idle, idleCPU := f(0), f(0.1)
+			if !slices.Contains(r.Config.IdleCells, c) {
+				idle, idleCPU = nil, nil
+			}
+			r.Converge = append(r.Converge,
+				ConvergeSample{Contender: "handroll", Round: round + 1, Cell: c, ConvergeSeconds: secs * n / 100, ReadySeconds: 0.2,
+					Requests: map[string]float64{"PATCH": 4 * n, "POST": n, "GET": n}, EventWrites: n, CPUSeconds: 0.01 * n,
+					PeakRSSBytes: int64(40+n/100) << 20, ConvergedPeakRSSBytes: int64(39+n/100) << 20, IdleWrites: idle, IdleCPUSeconds: idleCPU},
+				ConvergeSample{Contender: "floor", Round: round + 1, Cell: c, ConvergeSeconds: 9 * n / 100, ReadySeconds: 0.01,
+					Requests: map[string]float64{"PATCH": 3.5 * n}, CPUSeconds: 0.003 * n, PeakRSSBytes: 30 << 20, ConvergedPeakRSSBytes: 30 << 20})
+			r.ColdStart = append(r.ColdStart, ColdStartSample{Contender: "handroll", Round: round + 1, Cell: c, ReadySeconds: 0.3, WindowSeconds: 10})
+		}
+		u := *r.Config.UnrelatedCell
+		r.Converge = append(r.Converge,
+			ConvergeSample{Contender: "handroll", Round: round + 1, Cell: u, Unrelated: 2000, ConvergeSeconds: 12, ReadySeconds: 0.5,
+				Requests: map[string]float64{"PATCH": 400}, PeakRSSBytes: 45 << 20, ConvergedPeakRSSBytes: 43 << 20},
+			ConvergeSample{Contender: "floor", Round: round + 1, Cell: u, Unrelated: 2000, ConvergeSeconds: 9, ReadySeconds: 0.01,
+				Requests: map[string]float64{"PATCH": 350}, PeakRSSBytes: 30 << 20, ConvergedPeakRSSBytes: 30 << 20})
+		r.Backlog = append(r.Backlog, BacklogSample{Contender: "handroll", Round: round + 1, Cell: Cell{1000, fast},
+			EditSeconds: []float64{0.1 * float64(round+1), 0.2, 0.3, 0.4}, DrainSeconds: 60, ReadySeconds: 0.4, FirstWriteSeconds: 0.5,
+			Requests: map[string]float64{"PATCH": 5000}, PeakRSSBytes: 60 << 20})
+	}
+	return r
+}
+
+// The tables show medians and their ratios, and say which measures do not
 // apply to the floor and which contender did not run, rather than print a
 // number for them.
 func TestMarkdown(t *testing.T) {
-	idle := func(v float64) *float64 { return &v }
-	r := &Results{
-		Contenders: []string{"handroll", "floor"},
-		Config:     Config{WebApps: 100, Namespaces: 10, Rounds: 3, IdleSeconds: 30, QPS: 20, Burst: 30, Workers: 4},
-		Converge: []ConvergeSample{
-			{Contender: "handroll", Round: 1, ConvergeSeconds: 30, Requests: map[string]float64{"PATCH": 400}, IdleWrites: idle(0), IdleCPUSeconds: idle(0.1)},
-			{Contender: "handroll", Round: 2, ConvergeSeconds: 10, Requests: map[string]float64{"PATCH": 400}, IdleWrites: idle(2), IdleCPUSeconds: idle(0.1)},
-			{Contender: "handroll", Round: 3, ConvergeSeconds: 20, Requests: map[string]float64{"PATCH": 400}, IdleWrites: idle(0), IdleCPUSeconds: idle(0.1)},
-			{Contender: "floor", Round: 1, ConvergeSeconds: 8, Requests: map[string]float64{"PATCH": 350}},
-			{Contender: "floor", Round: 2, ConvergeSeconds: 10, Requests: map[string]float64{"PATCH": 350}},
-			{Contender: "floor", Round: 3, ConvergeSeconds: 9, Requests: map[string]float64{"PATCH": 350}},
-		},
-	}
+	r := testResults()
 	md := r.markdown()
 	for _, want := range []string{
-		"| converge (N WebApps created → all converged) | 20.00 s | not run | 9.00 s | — | 2.22 |",
-		"| API requests during converge: PATCH | 400 | not run | 350 | — | 1.14 |",
-		"| idle writes (during -idle, nothing changing) | 0 | not run | " + floorIdle + " | — | — |",
+		"| measure | handroll | twin (kubebuilder defaults) | twin-tuned (`--tuned`) | floor | handroll/floor |",
+		"### N = 1000 (QPS 200, burst 300)",
+		"| converge: N WebApps created → all converged | 200.0 s | not run | not run | 90.00 s | 2.22 |",
+		"| requests per WebApp: total | 6.00 | not run | not run | 3.50 | 1.71 |",
+		"| requests per WebApp: non-event (total − events) | 5.00 | not run | not run | 3.50 | 1.43 |",
+		"| requests per WebApp: non-event writes | 4.00 | not run | not run | 3.50 | 1.14 |",
+		"| requests per WebApp: events | 1.00 | not run | not run | 0.00 | — |",
+		"| CPU per WebApp (process start → converged, ÷ N) | 10.0 ms | not run | not run | 3.0 ms | 3.33 |",
+		"| cold start: writes in the 10s after /readyz | 0 | not run | not run | " + floorNoRestart + " | — |",
+		"| idle writes (30s, nothing changing) | 0 | not run | not run | " + floorNoLoop + " | — |",
+		"| ≤ 4.5 non-event requests per new WebApp at N = 1000 (QPS 200, burst 300) | 5.00 | **no** |",
+		"| ≤ 1 event per new WebApp at N = 1000 (QPS 200, burst 300) | 1.00 | yes |",
+		"| 0 idle writes, every size and regime | 0 in all 6 samples | yes |",
+		"| peak RSS (VmHWM) once converged | 49.0 MiB | not run | not run | 30.0 MiB | 1.63 |",
+		"idle at N = 100 (QPS 20, burst 30) and N = 1000 (QPS 200, burst 300)",
+		"| peak RSS grows ≤ 5 MiB with 2000 unrelated objects of each kind (N = 100 at QPS 200, burst 300) | +3.0 MiB | yes |",
+		"| peak RSS: growth | +3.0 MiB | not run | not run | 0.0 MiB |",
+		"| start-up: growth | +300 ms | not run | not run | 0 ms |",
+		// Pooled over rounds: 0.1 … 0.4 and 0.2, 0.3.
+		// No ratio to the floor, which has no loop to edit against.
+		"| edit → Deployment with the new `spec.replicas`: p50 | 300 ms | not run | not run | " + floorNoLoop + " |\n",
+		"| edit → Deployment with the new `spec.replicas`: p99 | 400 ms | not run | not run |",
+		"| p99 edit → Deployment ≤ 1.00 s while a backlog of N = 1000 at QPS 200, burst 300 drains | 400 ms | yes |",
+		"each figure is the median of 3 samples, one per round",
+		"![" + scaleSVGAlt + "](" + scaleSVGName + ")",
+		"## Per size: QPS 20, burst 30",
 	} {
 		if !strings.Contains(md, want) {
-			t.Errorf("the Markdown lacks the row\n%s\nin:\n%s", want, md)
+			t.Errorf("the Markdown lacks\n%s\nin:\n%s", want, md)
 		}
 	}
 	if strings.Contains(md, "## Failover") {
 		t.Error("a failover table without failover samples")
 	}
+	// Idle rows only where idle was measured.
+	if fast100 := md[strings.Index(md, "### N = 100 (QPS 200"):strings.Index(md, "### N = 1000 (QPS 200")]; strings.Contains(fast100, "idle writes") {
+		t.Errorf("idle rows at a size without idle:\n%s", fast100)
+	}
+	// The per-size tables leave the unrelated scenario's samples out.
+	if strings.Contains(md, "| converge: N WebApps created → all converged | 12.00 s") {
+		t.Error("an unrelated-objects sample in a per-size table")
+	}
 
-	r.Contenders = append(r.Contenders, "twin")
+	r.Contenders = append(r.Contenders, "twin", "twin-tuned")
 	for round, secs := range []float64{0.2, 0.1, 0.3} {
 		r.Failover = append(r.Failover,
 			FailoverSample{Variant: variantHandrollWarm, Signal: "SIGKILL", Round: round + 1, KillToWriteSeconds: 4 + secs, AcquireToWriteSeconds: secs},
-			FailoverSample{Variant: variantTwin, Signal: "SIGKILL", Round: round + 1, KillToWriteSeconds: 4 + 2*secs, AcquireToWriteSeconds: 2 * secs})
+			FailoverSample{Variant: variantTwin, Signal: "SIGKILL", Round: round + 1, KillToWriteSeconds: 4 + 2*secs, AcquireToWriteSeconds: 2 * secs},
+			FailoverSample{Variant: variantTwinTuned, Signal: "SIGKILL", Round: round + 1, KillToWriteSeconds: 4 + 4*secs, AcquireToWriteSeconds: 4 * secs})
 	}
+	r.Backlog = append(r.Backlog, BacklogSample{Contender: "twin", Round: 1, Cell: r.Config.BacklogCells[0], EditSeconds: []float64{0.2, 0.3}})
 	md = r.markdown()
 	for _, want := range []string{
-		"| measure | handroll (warm standby, default) | twin (defaults) | handroll/twin |",
-		"| SIGKILL: Lease acquired → first write | 200 ms | 400 ms | 0.50 |",
+		"| measure | handroll (warm standby, default) | twin (kubebuilder defaults) | twin-tuned (`--tuned`: EnableWarmup) | handroll/twin | handroll/twin-tuned |",
+		"| SIGKILL: Lease acquired → first write | 200 ms | 400 ms | 800 ms | 0.50 | 0.25 |",
 		"| SIGTERM: Lease acquired → first write | — | — | — |",
+		"| … and ≤ the twin's p99 (300 ms) | 400 ms | **no** |",
+		"| converge: N WebApps created → all converged | 200.0 s | — | — | 90.00 s | — | — | 2.22 |",
 	} {
 		if !strings.Contains(md, want) {
-			t.Errorf("the Markdown lacks the row\n%s\nin:\n%s", want, md)
+			t.Errorf("the Markdown lacks\n%s\nin:\n%s", want, md)
 		}
 	}
 }
 
-// -render rewrites the Markdown from the JSON alone.
+// The plot is well-formed SVG with one line per contender in each panel,
+// on a logarithmic axis for sizes a decade apart.
+func TestScaleSVG(t *testing.T) {
+	r := testResults()
+	svg, ok := r.scaleSVG()
+	if !ok {
+		t.Fatal("no plot")
+	}
+	d := xml.NewDecoder(strings.NewReader(svg))
+	elements := map[string]int{}
+	for {
+		tok, err := d.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("the SVG does not parse: %v\n%s", err, svg)
+		}
+		if se, ok := tok.(xml.StartElement); ok {
+			elements[se.Name.Local]++
+		}
+	}
+	// Two contenders × two panels; 2 sizes × 2 × 2 markers plus 2 in the legend.
+	if elements["polyline"] != 4 || elements["circle"] != 10 {
+		t.Errorf("%d polylines, %d circles; want 4, 10:\n%s", elements["polyline"], elements["circle"], svg)
+	}
+	for _, want := range []string{"WebApps (N), logarithmic", "QPS 200, burst 300", "handroll, N = 1000: 200.0 s", "floor, N = 100: 30.0 MiB"} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("the SVG lacks %q", want)
+		}
+	}
+	if again, _ := r.scaleSVG(); again != svg {
+		t.Error("the SVG differs between two renderings")
+	}
+	if _, ok := (&Results{}).scaleSVG(); ok {
+		t.Error("a plot without samples")
+	}
+}
+
+func TestNiceAxis(t *testing.T) {
+	for _, tc := range []struct{ hi, step, top float64 }{
+		{200, 50, 200}, {73, 20, 80}, {9, 2, 10}, {0.42, 0.1, 0.5}, {0, 1, 1},
+	} {
+		if step, top := niceAxis(tc.hi); math.Abs(step-tc.step) > 1e-9 || math.Abs(top-tc.top) > 1e-9 {
+			t.Errorf("niceAxis(%v) = %v, %v; want %v, %v", tc.hi, step, top, tc.step, tc.top)
+		}
+	}
+	if got := tickLabel(0.30000000000000004, 0.1); got != "0.3" {
+		t.Errorf("tickLabel = %q", got)
+	}
+}
+
+// -render rewrites the Markdown and the plot from the JSON alone.
 func TestRerender(t *testing.T) {
 	dir := t.TempDir()
-	r := &Results{Contenders: []string{"floor"}, Config: Config{WebApps: 7, Rounds: 3}, ColdStart: []ColdStartSample{{Contender: "floor", Round: 1, Seconds: 0.05}}}
+	r := testResults()
 	if err := r.write(dir); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Remove(filepath.Join(dir, "benchmarks.md")); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"benchmarks.md", scaleSVGName} {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := rerender(filepath.Join(dir, "benchmarks.json")); err != nil {
 		t.Fatal(err)
 	}
-	got, err := os.ReadFile(filepath.Join(dir, "benchmarks.md"))
+	svg, _ := r.scaleSVG()
+	for name, want := range map[string]string{"benchmarks.md": r.markdown(), scaleSVGName: svg} {
+		got, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != want {
+			t.Errorf("rerendered %s differs from the original:\n%s\nwant:\n%s", name, got, want)
+		}
+	}
+}
+
+// A benchmarks.json from before -n took a list renders as its one size
+// and regime.
+func TestRerenderLegacy(t *testing.T) {
+	dir := t.TempDir()
+	legacy := `{"config": {"webApps": 300, "namespaces": 10, "rounds": 3, "qps": 20, "burst": 30, "workers": 4, "failoverWebApps": 300},
+	  "contenders": ["handroll"],
+	  "converge": [{"contender": "handroll", "round": 1, "convergeSeconds": 110, "requests": {"PATCH": 1650}, "peakRSSBytes": 52428800}],
+	  "coldStart": [{"contender": "handroll", "round": 1, "seconds": 0.19}],
+	  "failover": [{"variant": "twin", "signal": "SIGKILL", "round": 1, "killToWriteSeconds": 4.8, "acquireToWriteSeconds": 0.4}]}`
+	path := filepath.Join(dir, "benchmarks.json")
+	if err := os.WriteFile(path, []byte(legacy), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := rerender(path); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "benchmarks.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(got) != r.markdown() {
-		t.Errorf("rerendered Markdown differs from the original:\n%s\nwant:\n%s", got, r.markdown())
+	for _, want := range []string{"### N = 300 (QPS 20, burst 30)", "| converge: N WebApps created → all converged | 110.0 s |", "no longer shows", "at QPS 20, burst 30",
+		// Not measured then.
+		"| requests per WebApp: events | — |", "| start-up, no WebApps: process start → /readyz | — |"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("the legacy Markdown lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(string(md), "cold start, N converged") {
+		t.Error("cold-start rows for a run that measured cold start otherwise")
+	}
+	if _, err := os.Stat(filepath.Join(dir, scaleSVGName)); err != nil {
+		t.Errorf("no plot for a legacy run: %v", err)
+	}
+}
+
+func TestWritesOf(t *testing.T) {
+	for _, tc := range []struct {
+		e    corev1.Event
+		want float64
+	}{
+		{corev1.Event{}, 1},
+		{corev1.Event{Count: 1}, 1},
+		{corev1.Event{Count: 3}, 3},
+		{corev1.Event{Series: &corev1.EventSeries{Count: 2}}, 2},
+	} {
+		if got := writesOf(&tc.e); got != tc.want {
+			t.Errorf("writesOf(count %d, series %v) = %v, want %v", tc.e.Count, tc.e.Series, got, tc.want)
+		}
 	}
 }

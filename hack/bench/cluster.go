@@ -1,14 +1,22 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"slices"
+	"strings"
 	"sync"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -19,7 +27,7 @@ import (
 )
 
 // operatorNamespace holds the operators' own objects (the directory
-// ConfigMap) and the failover Leases.
+// ConfigMaps) and the failover Leases.
 const operatorNamespace = "handroll-system"
 
 // cluster is the bench's own access to the API server: a client with limits
@@ -28,6 +36,9 @@ const operatorNamespace = "handroll-system"
 type cluster struct {
 	kube   kubernetes.Interface
 	client clientset.Interface
+	// apiServerEvents are the writes of each event the API server wrote
+	// itself, seen so far; kept by UID because the TTL deletes them.
+	apiServerEvents map[types.UID]float64
 }
 
 // parallel is how many requests the bench keeps in flight.
@@ -97,17 +108,17 @@ func (c *cluster) createWebApps(ctx context.Context, namespaces []string, n int)
 }
 
 // wipe removes from namespaces every WebApp (dropping any finalizer a
-// stopped contender left, such as the first version's directory finalizer),
-// every child and every event, and removes the
-// directory ConfigMap, so that the next contender's cluster-wide caches
-// start from the same empty cluster. There is no garbage collector here
-// (no kube-controller-manager), so children are deleted by the bench.
+// stopped contender left, such as the first version's directory finalizer)
+// and every child, and removes the directory ConfigMaps, so that the next
+// contender's cluster-wide caches start from the same empty cluster. There
+// is no garbage collector here (no kube-controller-manager), so children
+// are deleted by the bench. Events are left to the API server's TTL: no
+// contender watches them, and deleting them would double a wipe's time.
 func (c *cluster) wipe(ctx context.Context, namespaces []string) error {
 	unfinalize := []byte(`{"metadata":{"finalizers":null}}`)
 	all := metav1.ListOptions{}
 	err := forEach(len(namespaces), func(i int) error {
-		ns := namespaces[i]
-		webapps := c.client.HandrollV1().WebApps(ns)
+		webapps := c.client.HandrollV1().WebApps(namespaces[i])
 		list, err := webapps.List(ctx, all)
 		if err != nil {
 			return err
@@ -121,40 +132,187 @@ func (c *cluster) wipe(ctx context.Context, namespaces []string) error {
 				}
 			}
 		}
-		errs = append(errs,
-			webapps.DeleteCollection(ctx, metav1.DeleteOptions{}, all),
-			c.kube.AppsV1().Deployments(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, all),
-			c.kube.CoreV1().ConfigMaps(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, all),
-			c.kube.CoreV1().Events(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, all),
-			c.deleteServices(ctx, ns),
-		)
 		return errors.Join(errs...)
 	})
+	// A DeleteCollection deletes one object after another: one call per
+	// namespace and kind, all at once.
+	kinds := []func(ns string) error{
+		func(ns string) error {
+			return c.client.HandrollV1().WebApps(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, all)
+		},
+		func(ns string) error {
+			return c.kube.AppsV1().Deployments(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, all)
+		},
+		func(ns string) error {
+			return c.kube.CoreV1().ConfigMaps(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, all)
+		},
+		func(ns string) error { return c.deleteServices(ctx, ns) },
+	}
+	err = errors.Join(err, forEach(len(namespaces)*len(kinds), func(i int) error {
+		return kinds[i%len(kinds)](namespaces[i/len(kinds)])
+	}))
 	if err != nil {
 		return fmt.Errorf("cleaning up: %w", err)
 	}
-	err = c.kube.CoreV1().ConfigMaps(operatorNamespace).Delete(ctx, webapp.DirectoryName, metav1.DeleteOptions{})
+	// The directory may be split into parts: every one carries its labels.
+	err = c.kube.CoreV1().ConfigMaps(operatorNamespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: directorySelector})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("deleting the directory ConfigMap: %w", err)
+		return fmt.Errorf("deleting the directory ConfigMaps: %w", err)
 	}
 	return nil
 }
 
-// deleteServices deletes the Services of ns one by one: client-go's typed
-// Service client has no DeleteCollection.
+// directorySelector selects every part of the directory: the labels of
+// pkg/controller/webapp's directoryLabels.
+var directorySelector = labels.SelectorFromSet(labels.Set{
+	webapp.LabelManagedBy: webapp.ManagedBy,
+	webapp.LabelName:      "webapp-directory",
+}).String()
+
+// deleteServices deletes the Services of ns, in parallel: client-go's
+// typed Service client has no DeleteCollection.
 func (c *cluster) deleteServices(ctx context.Context, ns string) error {
 	services := c.kube.CoreV1().Services(ns)
 	list, err := services.List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return err
 	}
-	var errs []error
-	for _, s := range list.Items {
-		if err := services.Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, err)
+	return forEach(len(list.Items), func(i int) error {
+		if err := services.Delete(ctx, list.Items[i].Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		return nil
+	})
+}
+
+// eventWrites is the API server's count of writes to events, of both
+// groups (core and events.k8s.io), since it started, less the events the
+// API server wrote itself. A contender's own counter,
+// rest_client_requests_total, has only method, code and host, so cannot
+// tell an event from a child; one contender runs at a time and the bench
+// writes no events, so the delta over a measurement is the contender's.
+func (c *cluster) eventWrites(ctx context.Context) (float64, error) {
+	// Listed before the scrape: one written in between is subtracted at
+	// the next call, not counted twice.
+	for _, rc := range apiServerEventReporters {
+		list, err := c.kube.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "reportingComponent=" + rc})
+		if err != nil {
+			return 0, fmt.Errorf("listing the API server's own events: %w", err)
+		}
+		for _, e := range list.Items {
+			c.apiServerEvents[e.UID] = writesOf(&e)
 		}
 	}
-	return errors.Join(errs...)
+	data, err := c.kube.CoreV1().RESTClient().Get().AbsPath("/metrics").SetHeader("Accept", "text/plain").DoRaw(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("scraping the API server: %w", err)
+	}
+	n, err := eventWritesFrom(bytes.NewReader(data))
+	for _, w := range c.apiServerEvents {
+		n -= w
+	}
+	return n, err
+}
+
+// writesOf is how many writes made e: its create, then one PATCH per
+// repeat (series.count counts from 2, a core event's count from 1).
+func writesOf(e *corev1.Event) float64 {
+	switch {
+	case e.Series != nil && e.Series.Count > 1:
+		return float64(e.Series.Count)
+	case e.Count > 1:
+		return float64(e.Count)
+	}
+	return 1
+}
+
+// apiServerEventReporters are the API server's own controllers that write
+// events: the repair loops of the Service IP and port allocators, which now
+// and then find a bench Service created between their two reads
+// (ClusterIPNotAllocated) or an IPAddress left behind by one deleted
+// (IPAddressNotAllocated).
+var apiServerEventReporters = []string{"ipallocator-repair-controller", "portallocator-repair-controller"}
+
+// eventWritesFrom sums apiserver_request_total over resource="events" and
+// the write verbs (APPLY is a server-side-apply PATCH).
+func eventWritesFrom(r io.Reader) (float64, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(r)
+	if err != nil {
+		return 0, fmt.Errorf("parsing the API server's metrics: %w", err)
+	}
+	family, ok := families["apiserver_request_total"]
+	if !ok {
+		return 0, errors.New("the API server's metrics have no apiserver_request_total")
+	}
+	var n float64
+	for _, m := range family.GetMetric() {
+		var resource, verb string
+		for _, l := range m.GetLabel() {
+			switch l.GetName() {
+			case "resource":
+				resource = l.GetValue()
+			case "verb":
+				verb = l.GetValue()
+			}
+		}
+		if resource == "events" && slices.Contains([]string{"POST", "PUT", "PATCH", "APPLY"}, verb) {
+			n += m.GetCounter().GetValue()
+		}
+	}
+	return n, nil
+}
+
+// Unrelated objects: what a real cluster holds besides the WebApps, in
+// namespaces of their own (outside namespacePrefix, so the tracker ignores
+// them). The ConfigMaps are big, so that caching them whole shows.
+const (
+	unrelatedNamespaces     = 20
+	unrelatedConfigMapBytes = 64 << 10
+	unrelatedPrefix         = "unrelated-"
+)
+
+func unrelatedNamespaceNames(m int) []string {
+	out := make([]string, min(unrelatedNamespaces, m))
+	for i := range out {
+		out[i] = fmt.Sprintf("%s%02d", unrelatedPrefix, i)
+	}
+	return out
+}
+
+// createUnrelated creates m ConfigMaps, m Deployments and m Services spread
+// over namespaces, labelled as nobody's.
+func (c *cluster) createUnrelated(ctx context.Context, namespaces []string, m int) error {
+	filler := strings.Repeat("0123456789abcdef", unrelatedConfigMapBytes/16)
+	return forEach(3*m, func(k int) error {
+		i := k / 3
+		ns, name := namespaces[i%len(namespaces)], fmt.Sprintf("other-%05d", i)
+		meta := metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "unrelated"}}
+		selector := map[string]string{"app.kubernetes.io/name": name}
+		var err error
+		switch k % 3 {
+		case 0:
+			_, err = c.kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: meta, Data: map[string]string{"blob": filler}}, metav1.CreateOptions{})
+		case 1:
+			_, err = c.kube.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
+				ObjectMeta: meta,
+				Spec: appsv1.DeploymentSpec{
+					Replicas: ptr.To[int32](1),
+					Selector: &metav1.LabelSelector{MatchLabels: selector},
+					Template: corev1.PodTemplateSpec{
+						ObjectMeta: metav1.ObjectMeta{Labels: selector},
+						Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx:1.27"}}},
+					},
+				},
+			}, metav1.CreateOptions{})
+		case 2:
+			_, err = c.kube.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+				ObjectMeta: meta,
+				Spec:       corev1.ServiceSpec{Selector: selector, Ports: []corev1.ServicePort{{Port: 80}}},
+			}, metav1.CreateOptions{})
+		}
+		return err
+	})
 }
 
 // setReplicas changes one WebApp's spec.replicas and returns the generation

@@ -1,12 +1,14 @@
 // Command bench measures handroll against its controller-runtime twin
-// (hack/compare) and against a floor that issues only the writes
-// convergence needs (hack/bench/floor), side by side in one run on one
-// local control plane, and writes docs/benchmarks.md and
-// docs/benchmarks.json.
+// (hack/compare), as kubebuilder scaffolds it and tuned (--tuned), and
+// against a floor that issues only the writes convergence needs
+// (hack/bench/floor), side by side in one run on one local control plane,
+// at several sizes and client regimes, and writes docs/benchmarks.md,
+// docs/benchmarks.json and docs/benchmarks-scale.svg.
 //
-//	go run ./hack/bench [-n 1000] [-rounds 3] [-idle 30s] [-contenders handroll,twin,floor] [-skip-failover]
+//	go run ./hack/bench [-n 300,1000,3000] [-regimes 20/30,200/300] [-rounds 1] [-unrelated 2000] [-backlog-n 3000] [-skip-failover]
 //
-// It prints its progress on stderr. See the "How each figure is measured"
+// It prints its plan with an estimated time first, then its progress and
+// each phase's time on stderr. See the "How each figure is measured"
 // section of the output for what each measure is.
 package main
 
@@ -15,6 +17,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -27,6 +30,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -43,25 +47,47 @@ const (
 	retryPeriod   = 500 * time.Millisecond
 )
 
+// Contenders, in table order.
+const (
+	contenderHandroll  = "handroll"
+	contenderTwin      = "twin"
+	contenderTwinTuned = "twin-tuned"
+	contenderFloor     = "floor"
+)
+
+var allContenders = []string{contenderHandroll, contenderTwin, contenderTwinTuned, contenderFloor}
+
 // Failover variants.
 const (
 	variantHandrollWarm = "handroll-warm-standby"
 	variantHandrollCold = "handroll-cold-standby"
 	variantTwin         = "twin"
+	variantTwinTuned    = "twin-tuned"
 )
 
 type options struct {
-	n            int
-	rounds       int
-	quick        bool
-	idle         time.Duration
-	qps          float64
-	burst        int
-	workers      int
-	out          string
-	contenders   []string
-	skipFailover bool
-	timeout      time.Duration
+	sizes          []int
+	regimes        []regimeSpec
+	rounds         int
+	quick          bool
+	idle           time.Duration
+	coldWindow     time.Duration
+	workers        int
+	out            string
+	contenders     []string
+	unrelated      int
+	backlogN       int
+	backlogRegimes []Regime
+	edits          int
+	editInterval   time.Duration
+	failoverN      int
+	skipFailover   bool
+	timeout        time.Duration
+	// planOnly prints the plan and its estimate and runs nothing.
+	planOnly bool
+	// explicitContenders says -contenders was given: a contender that
+	// cannot run is then an error, not a note.
+	explicitContenders bool
 }
 
 func main() {
@@ -69,66 +95,156 @@ func main() {
 }
 
 func run(args []string) int {
-	var o options
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.IntVar(&o.n, "n", 1000, "WebApps per measurement")
-	fs.IntVar(&o.rounds, "rounds", 3, "rounds; each contender runs once per round; at least 3 unless -quick")
-	fs.BoolVar(&o.quick, "quick", false, "allow fewer than 3 rounds (for trying the bench out; not for published figures)")
-	fs.DurationVar(&o.idle, "idle", 30*time.Second, "how long to count an operator's writes after convergence, with nothing changing")
-	fs.Float64Var(&o.qps, "qps", 20, "--kube-api-qps of every contender")
-	fs.IntVar(&o.burst, "burst", 30, "--kube-api-burst of every contender")
-	fs.IntVar(&o.workers, "workers", 4, "--max-concurrent-reconciles of every contender (the floor's writers)")
-	fs.StringVar(&o.out, "out", "docs", "directory for benchmarks.md and benchmarks.json, relative to the repository root unless absolute")
-	contenders := fs.String("contenders", "handroll,twin,floor", "comma-separated contenders to run, of handroll, twin, floor")
-	fs.BoolVar(&o.skipFailover, "skip-failover", false, "skip the failover trials")
-	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "how long any one wait (convergence, a first write, a Lease) may take before the bench fails")
-	render := fs.String("render", "", "measure nothing: rewrite benchmarks.md next to the given benchmarks.json from its samples")
-	if err := fs.Parse(args); err != nil {
+	o, render, err := parseFlags(args, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		return 2
 	}
-	if *render != "" {
-		if err := rerender(*render); err != nil {
+	if render != "" {
+		if err := rerender(render); err != nil {
 			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 			return 1
 		}
 		return 0
 	}
-	o.contenders = strings.Split(*contenders, ",")
-	explicit := false
-	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "contenders" })
-
-	if err := o.validate(); err != nil {
-		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
-		return 2
+	if o.planOnly {
+		printPlan(os.Stderr, o.phases(o.plan(), o.contenders))
+		return 0
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := benchmark(ctx, o, explicit, args); err != nil {
+	if err := benchmark(ctx, o, args); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		return 1
 	}
 	return 0
 }
 
-func (o *options) validate() error {
+// parseFlags parses args into options, or returns the -render path.
+func parseFlags(args []string, output io.Writer) (o options, render string, err error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(output)
+	sizes := fs.String("n", "300,1000,3000", "sizes: WebApps per measurement, comma-separated")
+	regimes := fs.String("regimes", "20/30,200/300", "client regimes QPS/BURST, comma-separated; QPS/BURST@N+N runs that regime at those sizes only, "+
+		"else the regime with the highest QPS runs every -n and the others the smallest -n")
+	qps := fs.Float64("qps", 20, "shorthand for -regimes QPS/BURST with -burst: a single regime")
+	burst := fs.Int("burst", 30, "see -qps")
+	fs.IntVar(&o.rounds, "rounds", 1, "rounds; each contender runs each measurement once per round, and each figure is the median over rounds")
+	fs.BoolVar(&o.quick, "quick", false, "a trial run: -idle 5s, -cold-start-window 3s and -edits 10 unless given, and the report says it was one")
+	fs.DurationVar(&o.idle, "idle", 30*time.Second, "how long to count an operator's writes after convergence, with nothing changing")
+	fs.DurationVar(&o.coldWindow, "cold-start-window", 10*time.Second, "how long to count a restarted operator's writes after /readyz, with every WebApp converged")
+	fs.IntVar(&o.workers, "workers", 4, "--max-concurrent-reconciles of every contender (the floor's writers)")
+	fs.StringVar(&o.out, "out", "docs", "directory for benchmarks.md, benchmarks.json and benchmarks-scale.svg, relative to the repository root unless absolute")
+	contenders := fs.String("contenders", strings.Join(allContenders, ","), "comma-separated contenders to run, of "+strings.Join(allContenders, ", "))
+	fs.IntVar(&o.unrelated, "unrelated", 2000, "unrelated objects of each kind (ConfigMaps of 64 KiB, Deployments, Services), in namespaces without WebApps, for the unrelated-objects scenario; 0 skips it")
+	fs.IntVar(&o.backlogN, "backlog-n", -1, "WebApps created while the contender is stopped, for the live-edits scenario; -1: the largest -n; 0 skips it")
+	backlogRegimes := fs.String("backlog-regimes", "", "regimes of the live-edits scenario, comma-separated QPS/BURST; empty: the regime with the highest QPS")
+	fs.IntVar(&o.edits, "edits", 50, "spec.replicas edits, each to a different WebApp, once the contender is ready in the live-edits scenario")
+	fs.DurationVar(&o.editInterval, "edit-interval", 150*time.Millisecond, "time between two edits")
+	fs.IntVar(&o.failoverN, "failover-n", -1, "WebApps of each failover trial; -1: the smallest -n")
+	fs.BoolVar(&o.skipFailover, "skip-failover", false, "skip the failover trials")
+	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "how long any one wait (convergence, a first write, a Lease) may take before the bench fails")
+	fs.BoolVar(&o.planOnly, "plan", false, "measure nothing: print the plan and its estimated time")
+	fs.StringVar(&render, "render", "", "measure nothing: rewrite benchmarks.md and benchmarks-scale.svg next to the given benchmarks.json from its samples")
+	if err := fs.Parse(args); err != nil {
+		return o, "", err
+	}
+	if fs.NArg() > 0 {
+		return o, "", fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if render != "" {
+		return o, render, nil
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+
 	var errs []error
-	if o.n < 1 {
-		errs = append(errs, errors.New("-n must be at least 1"))
+	if o.sizes, err = parseSizes(*sizes, ","); err != nil {
+		errs = append(errs, fmt.Errorf("-n: %w", err))
 	}
-	if o.rounds < 1 || (o.rounds < 3 && !o.quick) {
-		errs = append(errs, fmt.Errorf("-rounds %d: at least 3 (or -quick to try the bench out)", o.rounds))
-	}
-	if o.qps <= 0 || o.burst < 1 || o.workers < 1 {
-		errs = append(errs, errors.New("-qps, -burst and -workers must be positive"))
-	}
-	if o.idle < 0 {
-		errs = append(errs, errors.New("-idle must not be negative"))
-	}
-	for _, c := range o.contenders {
-		if !slices.Contains([]string{"handroll", "twin", "floor"}, c) {
-			errs = append(errs, fmt.Errorf("-contenders: unknown contender %q (handroll, twin, floor)", c))
+	switch {
+	case (set["qps"] || set["burst"]) && set["regimes"]:
+		errs = append(errs, errors.New("-qps and -burst are a shorthand for one regime: give them or -regimes, not both"))
+	case set["qps"] || set["burst"]:
+		if *qps <= 0 || *burst < 1 {
+			errs = append(errs, errors.New("-qps and -burst must be positive"))
+		}
+		o.regimes = []regimeSpec{{Regime: Regime{QPS: *qps, Burst: *burst}}}
+	default:
+		if o.regimes, err = parseRegimes(*regimes); err != nil {
+			errs = append(errs, fmt.Errorf("-regimes: %w", err))
 		}
 	}
+	if *backlogRegimes != "" {
+		specs, err := parseRegimes(*backlogRegimes)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("-backlog-regimes: %w", err))
+		}
+		for _, s := range specs {
+			if s.sizes != nil {
+				errs = append(errs, fmt.Errorf("-backlog-regimes: %s: the size is -backlog-n", s.Regime))
+			}
+			o.backlogRegimes = append(o.backlogRegimes, s.Regime)
+		}
+	}
+	o.contenders = strings.Split(*contenders, ",")
+	o.explicitContenders = set["contenders"]
+	if o.quick {
+		if !set["idle"] {
+			o.idle = 5 * time.Second
+		}
+		if !set["cold-start-window"] {
+			o.coldWindow = 3 * time.Second
+		}
+		if !set["edits"] {
+			o.edits = 10
+		}
+	}
+	if len(o.sizes) > 0 {
+		if o.backlogN == -1 {
+			o.backlogN = o.sizes[len(o.sizes)-1]
+		}
+		if o.failoverN == -1 {
+			o.failoverN = o.sizes[0]
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return o, "", err
+	}
+	return o, "", o.validate()
+}
+
+func (o *options) validate() error {
+	var errs []error
+	if o.rounds < 1 {
+		errs = append(errs, fmt.Errorf("-rounds %d: at least 1", o.rounds))
+	}
+	if o.workers < 1 {
+		errs = append(errs, errors.New("-workers must be positive"))
+	}
+	if o.idle < 0 || o.coldWindow < 0 || o.editInterval < 0 {
+		errs = append(errs, errors.New("-idle, -cold-start-window and -edit-interval must not be negative"))
+	}
+	if o.unrelated < 0 || o.backlogN < 0 {
+		errs = append(errs, errors.New("-unrelated and -backlog-n must not be negative (-backlog-n -1 is the largest -n)"))
+	}
+	if o.backlogN > 0 && o.edits < 1 {
+		errs = append(errs, errors.New("-edits must be positive"))
+	}
+	if o.failoverN < 1 && !o.skipFailover {
+		errs = append(errs, errors.New("-failover-n must be positive (-1 is the smallest -n)"))
+	}
+	for i, c := range o.contenders {
+		if !slices.Contains(allContenders, c) {
+			errs = append(errs, fmt.Errorf("-contenders: unknown contender %q (%s)", c, strings.Join(allContenders, ", ")))
+		} else if slices.Contains(o.contenders[:i], c) {
+			errs = append(errs, fmt.Errorf("-contenders: %s given twice", c))
+		}
+	}
+	errs = append(errs, o.validatePlan())
 	return errors.Join(errs...)
 }
 
@@ -136,6 +252,8 @@ func (o *options) validate() error {
 type contender struct {
 	name string
 	bin  string
+	// flags go to every run of it (twin-tuned: --tuned).
+	flags []string
 	// operator is false for the floor, which has no informers, no leader
 	// election and no idle loop.
 	operator bool
@@ -151,10 +269,16 @@ type bench struct {
 	cluster    *cluster
 	tracker    *tracker
 	logDir     string
-	namespaces int // per measurement
+	res        *Results
 }
 
-func benchmark(ctx context.Context, o options, explicitContenders bool, args []string) (err error) {
+// maxNamespaces is how many namespaces a measurement spreads its WebApps
+// over, at most.
+const maxNamespaces = 10
+
+func namespacesFor(n int) int { return min(maxNamespaces, n) }
+
+func benchmark(ctx context.Context, o options, args []string) (err error) {
 	root, err := controlplane.RepoRoot()
 	if err != nil {
 		return err
@@ -167,7 +291,46 @@ func benchmark(ctx context.Context, o options, explicitContenders bool, args []s
 		Command: commandLine(args),
 		Started: time.Now().UTC().Format(time.RFC3339),
 	}
-	b := &bench{o: o, began: time.Now(), namespaces: min(10, o.n)}
+	b := &bench{o: o, began: time.Now(), res: res}
+	if o.quick {
+		res.Notes = append(res.Notes, "A trial run (-quick): short idle, cold-start and edit settings; not for publishing.")
+	}
+
+	// The plan first, so that a run that does not fit can be stopped
+	// before it has cost anything.
+	plan := o.plan()
+	phases := o.phases(plan, o.contenders)
+	printPlan(os.Stderr, phases)
+	// Each phase's time is kept beside its estimate, to refit the model.
+	cur, phaseBegan := -1, time.Time{}
+	endPhase := func() {
+		if cur >= 0 {
+			phases[cur].Seconds = time.Since(phaseBegan).Seconds()
+			b.logf("phase done in %s (estimated %s): %s", elapsed(time.Since(phaseBegan)),
+				elapsed(time.Duration(phases[cur].EstimatedSeconds*float64(time.Second))), phases[cur].Name)
+		}
+		cur = -1
+	}
+	phase := func(kind string, cell *Cell) {
+		endPhase()
+		cur = slices.IndexFunc(phases, func(p Phase) bool {
+			return p.Kind == kind && p.Seconds == 0 && (cell == nil || (p.Cell != nil && *p.Cell == *cell))
+		})
+		if cur < 0 {
+			phases = append(phases, Phase{Kind: kind, Name: kind, Cell: cell})
+			cur = len(phases) - 1
+		}
+		phaseBegan = time.Now()
+	}
+	defer func() {
+		endPhase()
+		b.logf("phases (took, estimated):")
+		for _, p := range phases {
+			if p.Seconds > 0 {
+				b.logf("  %8s  %8s  %s", elapsed(time.Duration(p.Seconds*float64(time.Second))), elapsed(time.Duration(p.EstimatedSeconds*float64(time.Second))), p.Name)
+			}
+		}
+	}()
 
 	work, err := os.MkdirTemp("", "handroll-bench-")
 	if err != nil {
@@ -182,48 +345,14 @@ func benchmark(ctx context.Context, o options, explicitContenders bool, args []s
 		}
 	}()
 
-	// The contenders, built once each.
-	_, twinErr := os.Stat(filepath.Join(root, "hack", "compare", "cmd", "handroll-twin"))
-	if twinErr != nil && slices.Contains(o.contenders, "twin") {
-		if explicitContenders {
-			return fmt.Errorf("-contenders names twin, but hack/compare/cmd/handroll-twin does not exist")
-		}
-		o.contenders = slices.DeleteFunc(o.contenders, func(c string) bool { return c == "twin" })
-		res.Notes = append(res.Notes, "The twin was not run: hack/compare/cmd/handroll-twin does not exist in this checkout.")
+	phase(phaseBuild, nil)
+	contenders, floor, err := b.build(ctx, root)
+	if err != nil {
+		return err
 	}
-	bld := builder{root: root, dir: work}
-	var contenders []contender
-	var floor contender
-	for _, name := range []string{"handroll", "twin", "floor"} {
-		// The floor is built even when it is not measured: it warms the
-		// API server up.
-		if !slices.Contains(o.contenders, name) && name != "floor" {
-			continue
-		}
-		b.logf("building %s", name)
-		c := contender{name: name, operator: name != "floor"}
-		switch name {
-		case "handroll":
-			c.bin, err = bld.build(ctx, "handroll", ".", "./cmd/handroll")
-		case "twin":
-			c.bin, err = bld.build(ctx, "handroll-twin", filepath.Join("hack", "compare"), "./cmd/handroll-twin")
-		case "floor":
-			c.bin, err = bld.build(ctx, "floor", ".", "./hack/bench/floor")
-			floor = c
-		}
-		if err != nil {
-			return err
-		}
-		if c.operator {
-			c.warmStandbyFlag = hasFlag(c.bin, "leader-elect-warm-standby")
-		}
-		if slices.Contains(o.contenders, name) {
-			contenders = append(contenders, c)
-			res.Contenders = append(res.Contenders, name)
-		}
-	}
-	b.o = o
+	o = b.o // build may have dropped contenders
 
+	phase(phaseSetup, nil)
 	// One control plane for everything.
 	cp, err := controlplane.Start(ctx, controlplane.Options{
 		CRDDirs:  []string{filepath.Join(root, "manifests", "crd")},
@@ -249,7 +378,7 @@ func benchmark(ctx context.Context, o options, explicitContenders bool, args []s
 	if err != nil {
 		return err
 	}
-	b.cluster = &cluster{kube: kube, client: client}
+	b.cluster = &cluster{kube: kube, client: client, apiServerEvents: map[types.UID]float64{}}
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
@@ -261,72 +390,196 @@ func benchmark(ctx context.Context, o options, explicitContenders bool, args []s
 	}
 
 	res.Config = Config{
-		WebApps: o.n, Namespaces: b.namespaces, Rounds: o.rounds, IdleSeconds: o.idle.Seconds(),
-		QPS: o.qps, Burst: o.burst, Workers: o.workers,
+		Sizes: o.sizes, Cells: plan.Cells, IdleCells: plan.IdleCells, NamespacesMax: maxNamespaces,
+		Rounds: o.rounds, IdleSeconds: o.idle.Seconds(), ColdStartWindowSeconds: o.coldWindow.Seconds(), Workers: o.workers,
 		LeaseDuration: leaseDuration.String(), RenewDeadline: renewDeadline.String(), RetryPeriod: retryPeriod.String(),
+	}
+	for _, s := range o.regimes {
+		res.Config.Regimes = append(res.Config.Regimes, s.Regime)
 	}
 
 	b.logf("warming the API server up")
-	if err := b.warmUp(ctx, floor); err != nil {
+	if err := b.warmUp(ctx, floor, scaleRegime(o.regimes)); err != nil {
 		return fmt.Errorf("warm-up: %w", err)
 	}
-	for round := 1; round <= o.rounds; round++ {
-		for _, c := range rotate(contenders, round-1) {
-			s, err := b.converge(ctx, c, round)
-			if err != nil {
-				return fmt.Errorf("converge, %s, round %d: %w", c.name, round, err)
+
+	if c := plan.Unrelated; c != nil {
+		phase(phaseUnrelated, c)
+		if err := b.unrelatedScenario(ctx, contenders, *c); err != nil {
+			return fmt.Errorf("unrelated objects: %w", err)
+		}
+	}
+	for i, cell := range plan.Cells {
+		phase(phaseCell, &cell)
+		for round := 1; round <= o.rounds; round++ {
+			// Rotated by cell as well as by round, so that with one round
+			// the same contender does not always go first.
+			for _, c := range rotate(contenders, i+round-1) {
+				run := convergeRun{cell: cell, round: round, label: fmt.Sprintf("c%d-r%d-%s", i, round, c.name), idle: slices.Contains(plan.IdleCells, cell), coldStart: true}
+				s, cs, err := b.converge(ctx, c, run)
+				if err != nil {
+					return fmt.Errorf("converge, %s, %s, round %d: %w", c.name, cell, round, err)
+				}
+				res.Converge = append(res.Converge, s)
+				if cs != nil {
+					res.ColdStart = append(res.ColdStart, *cs)
+				}
 			}
-			res.Converge = append(res.Converge, s)
-			cs, err := b.coldStart(ctx, c, round)
-			if err != nil {
-				return fmt.Errorf("cold start, %s, round %d: %w", c.name, round, err)
+		}
+	}
+	if len(plan.Backlog) > 0 {
+		res.Config.BacklogWebApps, res.Config.Edits, res.Config.EditIntervalSeconds = o.backlogN, o.edits, o.editInterval.Seconds()
+		res.Config.BacklogCells = plan.Backlog
+	}
+	for i, cell := range plan.Backlog {
+		phase(phaseBacklog, &cell)
+		for round := 1; round <= o.rounds; round++ {
+			for _, c := range rotate(contenders, i+round-1) {
+				if !c.operator {
+					continue
+				}
+				s, err := b.backlog(ctx, c, cell, fmt.Sprintf("b%d-r%d-%s", i, round, c.name), round)
+				if err != nil {
+					return fmt.Errorf("live edits, %s, %s, round %d: %w", c.name, cell, round, err)
+				}
+				res.Backlog = append(res.Backlog, s)
 			}
-			res.ColdStart = append(res.ColdStart, cs)
 		}
 	}
 
-	if o.skipFailover {
+	if c := plan.Failover; c == nil {
 		res.Notes = append(res.Notes, "Failover was skipped (-skip-failover).")
-	} else if err := b.failovers(ctx, contenders, res); err != nil {
-		return err
+	} else {
+		phase(phaseFailover, c)
+		if err := b.failovers(ctx, contenders, *c, res); err != nil {
+			return err
+		}
 	}
+	endPhase()
 
+	for _, p := range phases {
+		if p.Seconds > 0 {
+			res.Phases = append(res.Phases, p)
+		}
+	}
 	res.Duration = time.Since(b.began).Round(time.Second).String()
 	if err := res.write(o.out); err != nil {
 		return err
 	}
-	b.logf("wrote %s and %s", filepath.Join(o.out, "benchmarks.md"), filepath.Join(o.out, "benchmarks.json"))
+	b.logf("wrote %s, %s and %s", filepath.Join(o.out, "benchmarks.md"), filepath.Join(o.out, "benchmarks.json"), filepath.Join(o.out, scaleSVGName))
 	return nil
+}
+
+// printPlan prints each phase with its estimate.
+func printPlan(w io.Writer, phases []Phase) {
+	fmt.Fprintf(w, "bench plan, estimated %s in all:\n", elapsed(totalEstimate(phases)))
+	for _, p := range phases {
+		fmt.Fprintf(w, "  %8s  %s\n", elapsed(seconds(p.EstimatedSeconds)), p.Name)
+	}
+}
+
+// build builds each contender once and probes the flags the plan needs;
+// a contender that cannot run is dropped with a note unless -contenders
+// named it. The floor is built even when it is not measured: it warms the
+// API server up.
+func (b *bench) build(ctx context.Context, root string) (contenders []contender, floor contender, err error) {
+	o := &b.o
+	drop := func(name, why string) error {
+		if o.explicitContenders {
+			return fmt.Errorf("-contenders names %s, but %s", name, why)
+		}
+		o.contenders = slices.DeleteFunc(o.contenders, func(c string) bool { return c == name })
+		b.res.Notes = append(b.res.Notes, fmt.Sprintf("%s was not run: %s.", name, why))
+		return nil
+	}
+	wantTwin := slices.Contains(o.contenders, contenderTwin) || slices.Contains(o.contenders, contenderTwinTuned)
+	if _, statErr := os.Stat(filepath.Join(root, "hack", "compare", "cmd", "handroll-twin")); statErr != nil && wantTwin {
+		for _, name := range []string{contenderTwin, contenderTwinTuned} {
+			if slices.Contains(o.contenders, name) {
+				if err := drop(name, "hack/compare/cmd/handroll-twin does not exist in this checkout"); err != nil {
+					return nil, floor, err
+				}
+			}
+		}
+	}
+	bld := builder{root: root, dir: b.logDir}
+	bins := map[string]string{}
+	for _, name := range allContenders {
+		if !slices.Contains(o.contenders, name) && name != contenderFloor {
+			continue
+		}
+		c := contender{name: name, operator: name != contenderFloor}
+		switch name {
+		case contenderHandroll:
+			b.logf("building handroll")
+			c.bin, err = bld.build(ctx, "handroll", ".", "./cmd/handroll")
+		case contenderTwin, contenderTwinTuned:
+			if bins["twin"] == "" {
+				b.logf("building the twin")
+				bins["twin"], err = bld.build(ctx, "handroll-twin", filepath.Join("hack", "compare"), "./cmd/handroll-twin")
+			}
+			c.bin = bins["twin"]
+			if name == contenderTwinTuned {
+				c.flags = []string{"--tuned"}
+			}
+		case contenderFloor:
+			b.logf("building the floor")
+			c.bin, err = bld.build(ctx, "floor", ".", "./hack/bench/floor")
+			floor = c
+		}
+		if err != nil {
+			return nil, floor, err
+		}
+		// Probed as the warm-standby flag is: the twin's --tuned may be
+		// newer than this bench.
+		if name == contenderTwinTuned && !hasFlag(c.bin, "tuned") {
+			if err := drop(name, "this twin has no --tuned flag"); err != nil {
+				return nil, floor, err
+			}
+			continue
+		}
+		if c.operator {
+			c.warmStandbyFlag = hasFlag(c.bin, "leader-elect-warm-standby")
+		}
+		if slices.Contains(o.contenders, name) {
+			contenders = append(contenders, c)
+			b.res.Contenders = append(b.res.Contenders, name)
+		}
+	}
+	return contenders, floor, nil
 }
 
 // failovers runs every failover variant of the contenders, SIGKILL and
 // SIGTERM, in each round.
-func (b *bench) failovers(ctx context.Context, contenders []contender, res *Results) error {
+func (b *bench) failovers(ctx context.Context, contenders []contender, cell Cell, res *Results) error {
 	var variants []failoverVariant
 	for _, c := range contenders {
 		switch c.name {
-		case "handroll":
+		case contenderHandroll:
 			variants = append(variants, failoverVariant{name: variantHandrollWarm, c: c})
 			if c.warmStandbyFlag {
 				variants = append(variants, failoverVariant{name: variantHandrollCold, c: c, extra: []string{"--leader-elect-warm-standby=false"}})
 			} else {
 				res.Notes = append(res.Notes, "handroll without warm standby was not measured: this handroll has no --leader-elect-warm-standby flag.")
 			}
-		case "twin":
+		case contenderTwin:
 			variants = append(variants, failoverVariant{name: variantTwin, c: c})
+		case contenderTwinTuned:
+			variants = append(variants, failoverVariant{name: variantTwinTuned, c: c})
 		}
 	}
 	if len(variants) == 0 {
 		res.Notes = append(res.Notes, "Failover was not measured: no operator among the contenders.")
 		return nil
 	}
-	res.Config.FailoverWebApps, res.Config.FailoverNamespaces = b.o.n, 1
+	res.Config.FailoverWebApps, res.Config.FailoverNamespaces = cell.N, 1
+	res.Config.FailoverRegime = &cell.Regime
 	trial := 0
 	for round := 1; round <= b.o.rounds; round++ {
 		for _, v := range rotate(variants, round-1) {
 			for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
 				trial++
-				s, err := b.failover(ctx, v, sig, round, trial)
+				s, err := b.failover(ctx, v, cell, sig, round, trial)
 				if err != nil {
 					return fmt.Errorf("failover, %s, %s, round %d: %w", v.name, signalName(sig), round, err)
 				}

@@ -16,12 +16,12 @@ import (
 // How long a stopped contender may take to exit before it is killed.
 const stopGrace = time.Minute
 
-// args are the flags every run of c gets, then extra.
-func (b *bench) args(c contender, extra ...string) []string {
+// args are the flags every run of c gets in regime r, then extra.
+func (b *bench) args(c contender, r Regime, extra ...string) []string {
 	args := []string{
 		"--kubeconfig=" + b.kubeconfig,
-		"--kube-api-qps=" + strconv.FormatFloat(b.o.qps, 'g', -1, 64),
-		"--kube-api-burst=" + strconv.Itoa(b.o.burst),
+		"--kube-api-qps=" + strconv.FormatFloat(r.QPS, 'g', -1, 64),
+		"--kube-api-burst=" + strconv.Itoa(r.Burst),
 		"--max-concurrent-reconciles=" + strconv.Itoa(b.o.workers),
 	}
 	if c.operator {
@@ -34,6 +34,7 @@ func (b *bench) args(c contender, extra ...string) []string {
 			"--graceful-shutdown-timeout=30s",
 		)
 	}
+	args = append(args, c.flags...)
 	return append(args, extra...)
 }
 
@@ -46,25 +47,44 @@ func (b *bench) namespaceNames(label string, count int) []string {
 	return out
 }
 
+// convergeRun says what one converge measurement includes.
+type convergeRun struct {
+	cell  Cell
+	round int
+	// label names the measurement's namespaces; unique in the run.
+	label string
+	// idle and coldStart add those measurements (operators only) on the
+	// converged WebApps.
+	idle, coldStart bool
+	// unrelated is how many unrelated objects of each kind are present.
+	unrelated int
+}
+
 // converge measures c reconciling N WebApps created once it is ready, then,
-// for an operator, its idle writes.
-func (b *bench) converge(ctx context.Context, c contender, round int) (_ ConvergeSample, err error) {
-	label := fmt.Sprintf("converge %s, round %d/%d", c.name, round, b.o.rounds)
-	s := ConvergeSample{Contender: c.name, Round: round}
-	namespaces := b.namespaceNames(fmt.Sprintf("r%d-%s-converge", round, c.name), b.namespaces)
-	if err := b.cluster.createNamespaces(ctx, namespaces); err != nil {
-		return s, err
+// for an operator, its idle writes, and its restart with every WebApp
+// converged (the cold start).
+func (b *bench) converge(ctx context.Context, c contender, run convergeRun) (_ ConvergeSample, _ *ColdStartSample, err error) {
+	n := run.cell.N
+	label := fmt.Sprintf("converge %s, %s, round %d/%d", c.name, run.cell, run.round, b.o.rounds)
+	if run.unrelated > 0 {
+		label += ", unrelated objects present"
 	}
-	b.tracker.begin(namespaces, b.o.n)
+	s := ConvergeSample{Contender: c.name, Round: run.round, Cell: run.cell, Unrelated: run.unrelated}
+	namespaces := b.namespaceNames(run.label, namespacesFor(n))
+	if err := b.cluster.createNamespaces(ctx, namespaces); err != nil {
+		return s, nil, err
+	}
+	b.tracker.begin(namespaces, n)
 	defer func() { err = errors.Join(err, b.cleanUp(ctx, namespaces)) }()
 
 	extra := []string{"--leader-elect=false"}
 	if !c.operator {
 		extra = []string{"--wait-for-sigusr1"}
 	}
-	p, err := launch(c.name, c.bin, b.args(c, extra...), b.logDir)
+	args := b.args(c, run.cell.Regime, extra...)
+	p, err := launch(c.name, c.bin, args, b.logDir)
 	if err != nil {
-		return s, err
+		return s, nil, err
 	}
 	defer func() {
 		if p.running() {
@@ -72,61 +92,69 @@ func (b *bench) converge(ctx context.Context, c contender, round int) (_ Converg
 		}
 	}()
 	b.logf("%s: starting", label)
-	if err := p.waitReady(ctx, 2*time.Minute); err != nil {
-		return s, err
+	ready, err := p.waitReady(ctx, 2*time.Minute)
+	if err != nil {
+		return s, nil, err
 	}
+	s.ReadySeconds = ready.Sub(p.started).Seconds()
 	before, err := p.requests()
 	if err != nil {
-		return s, err
+		return s, nil, err
+	}
+	eventsBefore, err := b.cluster.eventWrites(ctx)
+	if err != nil {
+		return s, nil, err
 	}
 
-	b.logf("%s: creating %d WebApps", label, b.o.n)
+	b.logf("%s: ready after %s; creating %d WebApps", label, formatSeconds(s.ReadySeconds), n)
 	began := time.Now()
-	if err := b.cluster.createWebApps(ctx, namespaces, b.o.n); err != nil {
-		return s, err
+	if err := b.cluster.createWebApps(ctx, namespaces, n); err != nil {
+		return s, nil, err
 	}
 	created := time.Now()
 	s.CreateSeconds = created.Sub(began).Seconds()
 	if !c.operator {
 		if err := p.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
-			return s, err
+			return s, nil, err
 		}
 	}
 	r, err := b.wait(ctx, label, []*proc{p}, func(r runState) bool { return r.converged == r.want }, created)
 	if err != nil {
-		return s, err
+		return s, nil, err
 	}
 	s.ConvergeSeconds = r.convergedAt.Sub(created).Seconds()
 	after, err := b.settle(ctx, p)
 	if err != nil {
-		return s, err
+		return s, nil, err
 	}
-	s.Requests = delta(before, after)
+	eventsAfter, err := b.cluster.eventWrites(ctx)
+	if err != nil {
+		return s, nil, err
+	}
+	s.Requests, s.EventWrites = delta(before, after), eventsAfter-eventsBefore
 	if total(s.Requests) == 0 {
-		return s, fmt.Errorf("%s reported no API requests: does it export rest_client_requests_total?", c.name)
+		return s, nil, fmt.Errorf("%s reported no API requests: does it export rest_client_requests_total?", c.name)
 	}
-	if _, s.CPUSeconds, err = p.usage(); err != nil {
-		return s, err
+	if s.ConvergedPeakRSSBytes, s.CPUSeconds, err = p.usage(); err != nil {
+		return s, nil, err
 	}
-	b.logf("%s: converged in %s, %.0f requests (%.0f writes)", label, formatSeconds(s.ConvergeSeconds), total(s.Requests), writes(s.Requests))
+	b.logf("%s: converged in %s, %.0f requests (%.0f writes, %.0f of them events)", label, formatSeconds(s.ConvergeSeconds), total(s.Requests), writes(s.Requests), s.EventWrites)
 
-	if c.operator && b.o.idle > 0 {
+	if c.operator && run.idle && b.o.idle > 0 {
 		b.logf("%s: idle for %s", label, b.o.idle)
-		select {
-		case <-time.After(b.o.idle):
-		case <-ctx.Done():
-			return s, ctx.Err()
+		if err := sleep(ctx, b.o.idle); err != nil {
+			return s, nil, err
 		}
 		if !p.running() {
-			return s, p.failed()
+			return s, nil, p.failed()
 		}
 		idle, err := p.requests()
 		if err != nil {
-			return s, err
+			return s, nil, err
 		}
 		_, cpu, err := p.usage()
 		if err != nil {
-			return s, err
+			return s, nil, err
 		}
 		s.IdleRequests = delta(after, idle)
 		// Both readings are whole clock ticks: round away the float noise.
@@ -135,9 +163,66 @@ func (b *bench) converge(ctx context.Context, c contender, round int) (_ Converg
 		b.logf("%s: %.0f writes while idle", label, w)
 	}
 	if s.PeakRSSBytes, _, err = p.usage(); err != nil {
+		return s, nil, err
+	}
+	if err := p.stop(syscall.SIGTERM, stopGrace); err != nil {
+		return s, nil, err
+	}
+	if !c.operator || !run.coldStart {
+		return s, nil, nil
+	}
+	cs, err := b.coldStart(ctx, c, run, args)
+	return s, &cs, err
+}
+
+// coldStart restarts c, just stopped, on the WebApps it converged: the
+// time to /readyz, and the writes before it and in the window after it,
+// which a converged cluster should not need.
+func (b *bench) coldStart(ctx context.Context, c contender, run convergeRun, args []string) (_ ColdStartSample, err error) {
+	label := fmt.Sprintf("cold start %s, %s, round %d/%d", c.name, run.cell, run.round, b.o.rounds)
+	s := ColdStartSample{Contender: c.name, Round: run.round, Cell: run.cell, WindowSeconds: b.o.coldWindow.Seconds()}
+	p, err := launch(c.name+"-restart", c.bin, args, b.logDir)
+	if err != nil {
 		return s, err
 	}
-	return s, p.stop(syscall.SIGTERM, stopGrace)
+	defer func() { err = errors.Join(err, p.stop(syscall.SIGTERM, stopGrace)) }()
+	ready, err := p.waitReady(ctx, 2*time.Minute)
+	if err != nil {
+		return s, err
+	}
+	s.ReadySeconds = ready.Sub(p.started).Seconds()
+	atReady, err := p.requests()
+	if err != nil {
+		return s, err
+	}
+	if err := sleep(ctx, time.Until(ready.Add(b.o.coldWindow))); err != nil {
+		return s, err
+	}
+	if !p.running() {
+		return s, p.failed()
+	}
+	end, err := p.requests()
+	if err != nil {
+		return s, err
+	}
+	s.WritesBeforeReady, s.WritesAfterReady = writes(atReady), writes(delta(atReady, end))
+	b.logf("%s: ready after %s; %.0f writes before, %.0f in the %s after", label, formatSeconds(s.ReadySeconds), s.WritesBeforeReady, s.WritesAfterReady, b.o.coldWindow)
+	return s, nil
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // settle scrapes p's request counters until they have not moved for
@@ -155,10 +240,8 @@ func (b *bench) settle(ctx context.Context, p *proc) (map[string]float64, error)
 	}
 	quietSince, deadline := time.Now(), time.Now().Add(settleMax)
 	for time.Since(quietSince) < settleQuiet && time.Now().Before(deadline) {
-		select {
-		case <-time.After(250 * time.Millisecond):
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		if err := sleep(ctx, 250*time.Millisecond); err != nil {
+			return nil, err
 		}
 		now, err := p.requests()
 		if err != nil {
@@ -172,50 +255,12 @@ func (b *bench) settle(ctx context.Context, p *proc) (map[string]float64, error)
 	return last, nil
 }
 
-// coldStart measures c's process start to its first write, with N
-// unconverged WebApps already there.
-func (b *bench) coldStart(ctx context.Context, c contender, round int) (_ ColdStartSample, err error) {
-	label := fmt.Sprintf("cold start %s, round %d/%d", c.name, round, b.o.rounds)
-	s := ColdStartSample{Contender: c.name, Round: round}
-	namespaces := b.namespaceNames(fmt.Sprintf("r%d-%s-cold", round, c.name), b.namespaces)
-	if err := b.cluster.createNamespaces(ctx, namespaces); err != nil {
-		return s, err
-	}
-	b.tracker.begin(namespaces, b.o.n)
-	defer func() { err = errors.Join(err, b.cleanUp(ctx, namespaces)) }()
-	if err := b.cluster.createWebApps(ctx, namespaces, b.o.n); err != nil {
-		return s, err
-	}
-	// Every WebApp is in the bench's cache before the contender starts, so
-	// whatever changes next is the contender's doing.
-	if _, err := b.wait(ctx, label+" (creating)", nil, func(r runState) bool { return r.seen == r.want }, time.Now()); err != nil {
-		return s, err
-	}
-
-	var extra []string
-	if c.operator {
-		extra = []string{"--leader-elect=false"}
-	}
-	p, err := launch(c.name, c.bin, b.args(c, extra...), b.logDir)
-	if err != nil {
-		return s, err
-	}
-	defer func() { err = errors.Join(err, p.stop(syscall.SIGTERM, stopGrace)) }()
-	r, err := b.wait(ctx, label, []*proc{p}, func(r runState) bool { return !r.firstWrite.IsZero() }, p.started)
-	if err != nil {
-		return s, err
-	}
-	s.Seconds = r.firstWrite.Sub(p.started).Seconds()
-	b.logf("%s: first write %s after the process started", label, formatSeconds(s.Seconds))
-	return s, nil
-}
-
 // warmUp has the floor converge a few WebApps before anything is measured:
 // the API server's first writes of each kind compile the CRD's validation
 // rules and build its server-side apply machinery, which whoever ran first
 // would otherwise pay for.
-func (b *bench) warmUp(ctx context.Context, floor contender) (err error) {
-	n := min(b.o.n, 50)
+func (b *bench) warmUp(ctx context.Context, floor contender, r Regime) (err error) {
+	n := min(b.o.sizes[0], 50)
 	namespaces := b.namespaceNames("warmup", 1)
 	if err := b.cluster.createNamespaces(ctx, namespaces); err != nil {
 		return err
@@ -225,7 +270,7 @@ func (b *bench) warmUp(ctx context.Context, floor contender) (err error) {
 	if err := b.cluster.createWebApps(ctx, namespaces, n); err != nil {
 		return err
 	}
-	p, err := launch("warmup", floor.bin, b.args(floor), b.logDir)
+	p, err := launch("warmup", floor.bin, b.args(floor, r), b.logDir)
 	if err != nil {
 		return err
 	}
@@ -278,7 +323,7 @@ type failoverVariant struct {
 // stays between trials (it is converged once); each operator is confined
 // to it with --namespaces, so the other operator's set does not touch its
 // caches.
-func (b *bench) failoverNamespace(ctx context.Context, c contender) (string, error) {
+func (b *bench) failoverNamespace(ctx context.Context, c contender, n int) (string, error) {
 	ns := namespacePrefix + "failover-" + c.name
 	_, err := b.cluster.kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 	if err == nil {
@@ -287,8 +332,8 @@ func (b *bench) failoverNamespace(ctx context.Context, c contender) (string, err
 	if err := b.cluster.createNamespaces(ctx, []string{ns}); err != nil {
 		return "", err
 	}
-	b.tracker.begin([]string{ns}, b.o.n)
-	if err := b.cluster.createWebApps(ctx, []string{ns}, b.o.n); err != nil {
+	b.tracker.begin([]string{ns}, n)
+	if err := b.cluster.createWebApps(ctx, []string{ns}, n); err != nil {
 		return "", err
 	}
 	return ns, nil
@@ -300,16 +345,16 @@ func (b *bench) failoverNamespace(ctx context.Context, c contender) (string, err
 // about the new one; it is run again, up to failoverAttempts times.
 const failoverAttempts = 3
 
-func (b *bench) failover(ctx context.Context, v failoverVariant, sig syscall.Signal, round, trial int) (FailoverSample, error) {
+func (b *bench) failover(ctx context.Context, v failoverVariant, cell Cell, sig syscall.Signal, round, trial int) (FailoverSample, error) {
 	label := fmt.Sprintf("failover %s, %s, round %d/%d", v.name, signalName(sig), round, b.o.rounds)
-	ns, err := b.failoverNamespace(ctx, v.c)
+	ns, err := b.failoverNamespace(ctx, v.c, cell.N)
 	if err != nil {
 		return FailoverSample{}, err
 	}
-	b.tracker.begin([]string{ns}, b.o.n)
+	b.tracker.begin([]string{ns}, cell.N)
 	defer b.tracker.end()
 	for attempt := 1; ; attempt++ {
-		s, oldLeaderWrote, err := b.failoverAttempt(ctx, label, v, sig, ns, fmt.Sprintf("bench-%s-%d-%d", v.name, trial, attempt), trial+attempt-1)
+		s, oldLeaderWrote, err := b.failoverAttempt(ctx, label, v, cell, sig, ns, fmt.Sprintf("bench-%s-%d-%d", v.name, trial, attempt), trial+attempt-1)
 		s.Round = round
 		if err != nil || !oldLeaderWrote {
 			return s, err
@@ -321,9 +366,9 @@ func (b *bench) failover(ctx context.Context, v failoverVariant, sig syscall.Sig
 	}
 }
 
-func (b *bench) failoverAttempt(ctx context.Context, label string, v failoverVariant, sig syscall.Signal, ns, leaseName string, pick int) (s FailoverSample, oldLeaderWrote bool, err error) {
+func (b *bench) failoverAttempt(ctx context.Context, label string, v failoverVariant, cell Cell, sig syscall.Signal, ns, leaseName string, pick int) (s FailoverSample, oldLeaderWrote bool, err error) {
 	s = FailoverSample{Variant: v.name, Signal: signalName(sig)}
-	args := b.args(v.c, append([]string{
+	args := b.args(v.c, cell.Regime, append([]string{
 		"--namespaces=" + ns,
 		"--leader-elect=true",
 		"--leader-elect-resource-name=" + leaseName,
@@ -353,12 +398,12 @@ func (b *bench) failoverAttempt(ctx context.Context, label string, v failoverVar
 	if _, err := b.wait(ctx, label, []*proc{a, sb}, func(r runState) bool { return r.converged == r.want }, time.Now()); err != nil {
 		return s, false, err
 	}
-	if err := sb.waitReady(ctx, 2*time.Minute); err != nil {
+	if _, err := sb.waitReady(ctx, 2*time.Minute); err != nil {
 		return s, false, err
 	}
 
 	// The WebApp to change, and what its change will look like.
-	name := appName((pick - 1) % b.o.n)
+	name := appName((pick - 1) % cell.N)
 	w, err := b.cluster.client.HandrollV1().WebApps(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return s, false, err

@@ -96,25 +96,26 @@ func (p *proc) failed() error {
 	return fmt.Errorf("%s exited: %w; last lines of %s:\n%s", p.name, p.waitErr, p.logPath, tail(p.logPath, 20))
 }
 
-// waitReady polls /readyz until it answers 200.
-func (p *proc) waitReady(ctx context.Context, timeout time.Duration) error {
+// waitReady polls /readyz until it answers 200 and returns when it did.
+// It polls often: start-up to ready is a measure, of a few hundred ms.
+func (p *proc) waitReady(ctx context.Context, timeout time.Duration) (time.Time, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	client := &http.Client{Timeout: 2 * time.Second}
 	for {
 		if !p.running() {
-			return p.failed()
+			return time.Time{}, p.failed()
 		}
 		if resp, err := client.Get("http://" + p.healthAddr + "/readyz"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return nil
+				return time.Now(), nil
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s not ready after %s; last lines of %s:\n%s", p.name, timeout, p.logPath, tail(p.logPath, 20))
-		case <-time.After(100 * time.Millisecond):
+			return time.Time{}, fmt.Errorf("%s not ready after %s; last lines of %s:\n%s", p.name, timeout, p.logPath, tail(p.logPath, 20))
+		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }

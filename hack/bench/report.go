@@ -3,8 +3,10 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -16,7 +18,7 @@ import (
 )
 
 // Results is everything a run measured; benchmarks.json is this, and
-// benchmarks.md is rendered from it.
+// benchmarks.md and benchmarks-scale.svg are rendered from it.
 type Results struct {
 	Machine  Machine `json:"machine"`
 	Command  string  `json:"command"`
@@ -27,26 +29,52 @@ type Results struct {
 	Contenders []string `json:"contenders"`
 	// Notes say what was skipped and why.
 	Notes []string `json:"notes,omitempty"`
+	// Phases are the plan's steps, each with its estimate and its time.
+	Phases []Phase `json:"phases,omitempty"`
 
 	Converge  []ConvergeSample  `json:"converge"`
 	ColdStart []ColdStartSample `json:"coldStart"`
+	Backlog   []BacklogSample   `json:"backlog,omitempty"`
 	Failover  []FailoverSample  `json:"failover,omitempty"`
 }
 
 // Config is the run's parameters.
 type Config struct {
-	WebApps            int     `json:"webApps"`
-	Namespaces         int     `json:"namespaces"`
-	Rounds             int     `json:"rounds"`
-	IdleSeconds        float64 `json:"idleSeconds"`
-	QPS                float64 `json:"qps"`
-	Burst              int     `json:"burst"`
-	Workers            int     `json:"workers"`
+	Sizes   []int    `json:"sizes"`
+	Regimes []Regime `json:"regimes"`
+	// Cells are the sizes and regimes of the per-size measurements, and
+	// IdleCells those of them that measured idle.
+	Cells                  []Cell  `json:"cells"`
+	IdleCells              []Cell  `json:"idleCells,omitempty"`
+	NamespacesMax          int     `json:"namespacesMax"`
+	Rounds                 int     `json:"rounds"`
+	IdleSeconds            float64 `json:"idleSeconds"`
+	ColdStartWindowSeconds float64 `json:"coldStartWindowSeconds"`
+	Workers                int     `json:"workers"`
+
+	Unrelated               int   `json:"unrelated,omitempty"`
+	UnrelatedNamespaces     int   `json:"unrelatedNamespaces,omitempty"`
+	UnrelatedConfigMapBytes int   `json:"unrelatedConfigMapBytes,omitempty"`
+	UnrelatedCell           *Cell `json:"unrelatedCell,omitempty"`
+
+	BacklogWebApps      int     `json:"backlogWebApps,omitempty"`
+	BacklogCells        []Cell  `json:"backlogCells,omitempty"`
+	Edits               int     `json:"edits,omitempty"`
+	EditIntervalSeconds float64 `json:"editIntervalSeconds,omitempty"`
+
 	LeaseDuration      string  `json:"leaseDuration"`
 	RenewDeadline      string  `json:"renewDeadline"`
 	RetryPeriod        string  `json:"retryPeriod"`
 	FailoverWebApps    int     `json:"failoverWebApps,omitempty"`
 	FailoverNamespaces int     `json:"failoverNamespaces,omitempty"`
+	FailoverRegime     *Regime `json:"failoverRegime,omitempty"`
+
+	// One size and one regime, as runs wrote them before -n took a list;
+	// read by migrate.
+	WebApps    int     `json:"webApps,omitempty"`
+	Namespaces int     `json:"namespaces,omitempty"`
+	QPS        float64 `json:"qps,omitempty"`
+	Burst      int     `json:"burst,omitempty"`
 }
 
 // Machine describes where the run happened.
@@ -63,6 +91,13 @@ type Machine struct {
 type ConvergeSample struct {
 	Contender string `json:"contender"`
 	Round     int    `json:"round"`
+	Cell
+	// Unrelated is how many unrelated objects of each kind were present:
+	// 0 in the per-size measurements.
+	Unrelated int `json:"unrelated,omitempty"`
+	// ReadySeconds runs from the process's start to /readyz answering 200,
+	// on a cluster without WebApps.
+	ReadySeconds float64 `json:"readySeconds"`
 	// CreateSeconds is how long the bench took to create the N WebApps;
 	// the converge clock starts when it is done.
 	CreateSeconds   float64 `json:"createSeconds"`
@@ -70,23 +105,57 @@ type ConvergeSample struct {
 	// Requests are the contender's API requests by HTTP method from just
 	// before the first create until its counters settled after convergence.
 	Requests map[string]float64 `json:"requests"`
+	// EventWrites are the API server's writes to events over the same span.
+	EventWrites float64 `json:"eventWrites"`
 	// CPUSeconds is the process's user + system time from its start to the
 	// end of converge.
 	CPUSeconds float64 `json:"cpuSeconds"`
-	// PeakRSSBytes is VmHWM just before the process was stopped.
-	PeakRSSBytes int64 `json:"peakRSSBytes"`
+	// ConvergedPeakRSSBytes is VmHWM when the counters settled;
+	// PeakRSSBytes just before the process was stopped (after idle).
+	ConvergedPeakRSSBytes int64 `json:"convergedPeakRSSBytes"`
+	PeakRSSBytes          int64 `json:"peakRSSBytes"`
 	// Idle figures are nil for the floor, which has no loop to idle in.
 	IdleRequests   map[string]float64 `json:"idleRequests,omitempty"`
 	IdleWrites     *float64           `json:"idleWrites,omitempty"`
 	IdleCPUSeconds *float64           `json:"idleCPUSeconds,omitempty"`
 }
 
-// ColdStartSample is the time from a contender's process start to the
-// first write the bench saw from it, with N unconverged WebApps present.
+// ColdStartSample is an operator restarted on the N WebApps it had just
+// converged.
 type ColdStartSample struct {
-	Contender string  `json:"contender"`
-	Round     int     `json:"round"`
-	Seconds   float64 `json:"seconds"`
+	Contender string `json:"contender"`
+	Round     int    `json:"round"`
+	Cell
+	// ReadySeconds runs from the process's start to /readyz.
+	ReadySeconds float64 `json:"readySeconds"`
+	// Writes (POST+PUT+PATCH+DELETE) from the start to /readyz, and in the
+	// WindowSeconds after it.
+	WritesBeforeReady float64 `json:"writesBeforeReady"`
+	WritesAfterReady  float64 `json:"writesAfterReady"`
+	WindowSeconds     float64 `json:"windowSeconds"`
+}
+
+// BacklogSample is one operator started on N WebApps created while it was
+// stopped, with user edits made once it was ready.
+type BacklogSample struct {
+	Contender string `json:"contender"`
+	Round     int    `json:"round"`
+	Cell
+	ReadySeconds float64 `json:"readySeconds"`
+	// FirstWriteSeconds runs from the process's start to its first write
+	// the bench saw.
+	FirstWriteSeconds float64 `json:"firstWriteSeconds"`
+	// EditSeconds runs, per edit, from the edit's response to the bench
+	// seeing the WebApp's Deployment with the new spec.replicas.
+	EditSeconds []float64 `json:"editSeconds"`
+	// DrainSeconds runs from /readyz to every WebApp converged, edits
+	// included.
+	DrainSeconds float64 `json:"drainSeconds"`
+	// Requests and EventWrites are since the process started.
+	Requests     map[string]float64 `json:"requests"`
+	EventWrites  float64            `json:"eventWrites"`
+	CPUSeconds   float64            `json:"cpuSeconds"`
+	PeakRSSBytes int64              `json:"peakRSSBytes"`
 }
 
 // FailoverSample is one failover trial.
@@ -145,6 +214,18 @@ func median(xs []float64) float64 {
 	}
 }
 
+// percentile of xs by nearest rank: the smallest value with at least p% of
+// xs at or below it, so always one of xs; NaN when there are none.
+func percentile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	rank := int(math.Ceil(p / 100 * float64(len(s))))
+	return s[min(max(rank, 1), len(s))-1]
+}
+
 // ratio formats a/b with two decimals; "—" when either is missing or b is
 // zero (0/0 included: no ratio says anything there).
 func ratio(a, b float64) string {
@@ -154,96 +235,59 @@ func ratio(a, b float64) string {
 	return strconv.FormatFloat(a/b, 'f', 2, 64)
 }
 
-// measure is one row of the main table.
-type measure struct {
-	name  string
-	unit  string // formats the value
-	floor string // when set, why the measure does not apply to the floor
-	value func(r *Results, contender string) []float64
-}
-
-func convergeValues(f func(ConvergeSample) (float64, bool)) func(*Results, string) []float64 {
-	return func(r *Results, contender string) []float64 {
-		var out []float64
-		for _, s := range r.Converge {
-			if s.Contender != contender {
-				continue
-			}
-			if v, ok := f(s); ok {
-				out = append(out, v)
-			}
-		}
-		return out
-	}
-}
-
-func requestsRow(method string) measure {
-	return measure{
-		name: "API requests during converge: " + method, unit: "count",
-		value: convergeValues(func(s ConvergeSample) (float64, bool) { return s.Requests[method], true }),
-	}
-}
-
-const floorIdle = "n/a: writes once and has no loop"
-
-var measures = []measure{
-	{name: "converge (N WebApps created → all converged)", unit: "s",
-		value: convergeValues(func(s ConvergeSample) (float64, bool) { return s.ConvergeSeconds, true })},
-	{name: "API requests during converge: total", unit: "count",
-		value: convergeValues(func(s ConvergeSample) (float64, bool) { return total(s.Requests), true })},
-	{name: "API requests during converge: writes (POST+PUT+PATCH+DELETE)", unit: "count",
-		value: convergeValues(func(s ConvergeSample) (float64, bool) { return writes(s.Requests), true })},
-	requestsRow("GET"), requestsRow("POST"), requestsRow("PUT"), requestsRow("PATCH"), requestsRow("DELETE"),
-	{name: "CPU time, process start → converged", unit: "s",
-		value: convergeValues(func(s ConvergeSample) (float64, bool) { return s.CPUSeconds, true })},
-	{name: "peak RSS (VmHWM)", unit: "MiB",
-		value: convergeValues(func(s ConvergeSample) (float64, bool) { return float64(s.PeakRSSBytes) / (1 << 20), true })},
-	{name: "cold start → first write", unit: "s",
-		value: func(r *Results, contender string) []float64 {
-			var out []float64
-			for _, s := range r.ColdStart {
-				if s.Contender == contender {
-					out = append(out, s.Seconds)
-				}
-			}
-			return out
-		}},
-	{name: "idle writes (during -idle, nothing changing)", unit: "count", floor: floorIdle,
-		value: convergeValues(func(s ConvergeSample) (float64, bool) {
-			if s.IdleWrites == nil {
-				return 0, false
-			}
-			return *s.IdleWrites, true
-		})},
-	{name: "idle CPU time", unit: "s", floor: floorIdle,
-		value: convergeValues(func(s ConvergeSample) (float64, bool) {
-			if s.IdleCPUSeconds == nil {
-				return 0, false
-			}
-			return *s.IdleCPUSeconds, true
-		})},
-}
+// Units of format.
+const (
+	unitSeconds   = "s"
+	unitCount     = "count"
+	unitMiB       = "MiB"
+	unitPerApp    = "perApp"    // a count divided by N
+	unitCPUPerApp = "cpuPerApp" // seconds divided by N, shown in ms
+	unitDeltaS    = "+s"        // a signed difference of seconds
+	unitDeltaMiB  = "+MiB"      // a signed difference of MiB
+)
 
 func format(v float64, unit string) string {
 	if math.IsNaN(v) {
 		return "—"
 	}
 	switch unit {
-	case "count":
+	case unitCount:
 		if v == math.Trunc(v) {
 			return strconv.FormatFloat(v, 'f', 0, 64)
 		}
 		return strconv.FormatFloat(v, 'f', 1, 64)
-	case "MiB":
+	case unitPerApp:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	case unitCPUPerApp:
+		return strconv.FormatFloat(v*1000, 'f', 1, 64) + " ms"
+	case unitMiB:
 		return strconv.FormatFloat(v, 'f', 1, 64) + " MiB"
-	case "s":
+	case unitSeconds:
 		return formatSeconds(v)
+	case unitDeltaS:
+		return sign(v, formatSeconds(math.Abs(v)))
+	case unitDeltaMiB:
+		return sign(v, strconv.FormatFloat(math.Abs(v), 'f', 1, 64)+" MiB")
 	}
 	return strconv.FormatFloat(v, 'g', 4, 64)
 }
 
+// sign puts v's sign before abs, v's magnitude as printed; none when that
+// reads as zero.
+func sign(v float64, abs string) string {
+	switch {
+	case strings.Trim(abs, "0. msMiB") == "":
+		return abs
+	case v < 0:
+		return "−" + abs
+	}
+	return "+" + abs
+}
+
 func formatSeconds(v float64) string {
 	switch {
+	case math.IsNaN(v):
+		return "—"
 	case v < 1:
 		return strconv.FormatFloat(v*1000, 'f', 0, 64) + " ms"
 	case v < 100:
@@ -252,22 +296,389 @@ func formatSeconds(v float64) string {
 	return strconv.FormatFloat(v, 'f', 1, 64) + " s"
 }
 
-// column names in table order, with the contender each reads.
+func mib(bytes int64) float64 { return float64(bytes) / (1 << 20) }
+
+// columns are the contenders in table order, with their titles.
 var columns = []struct{ name, contender string }{
-	{"handroll", "handroll"},
-	{"twin (controller-runtime)", "twin"},
-	{"floor", "floor"},
+	{"handroll", contenderHandroll},
+	{"twin (kubebuilder defaults)", contenderTwin},
+	{"twin-tuned (`--tuned`)", contenderTwinTuned},
+	{"floor", contenderFloor},
+}
+
+// ratios are the ratio columns of the per-size and backlog tables.
+var ratios = []struct{ name, of, to string }{
+	{"handroll/twin", contenderHandroll, contenderTwin},
+	{"handroll/twin-tuned", contenderHandroll, contenderTwinTuned},
+	{"handroll/floor", contenderHandroll, contenderFloor},
+}
+
+// row is one line of a contenders × measure table: values returns the
+// samples of one contender, whose median the cell shows; na, when it has
+// the contender, says why the measure does not apply to it.
+type row struct {
+	name   string
+	unit   string
+	na     map[string]string
+	values func(contender string) []float64
+}
+
+const (
+	floorNoLoop    = "n/a: writes once and has no loop"
+	floorNoRestart = "n/a: no informers, rewrites every WebApp at each start"
+)
+
+var floorNA = map[string]string{contenderFloor: floorNoLoop}
+
+// table writes rows as a Markdown table with the contenders that the
+// results hold, then the ratio columns whose contenders ran, less those to
+// the contenders in noRatio.
+func (r *Results) table(p func(string, ...any), rows []row, withRatios bool, noRatio ...string) {
+	ran := func(c string) bool { return slices.Contains(r.Contenders, c) }
+	var rs []struct{ name, of, to string }
+	if withRatios {
+		for _, x := range ratios {
+			if ran(x.of) && ran(x.to) && !slices.Contains(noRatio, x.to) {
+				rs = append(rs, x)
+			}
+		}
+	}
+	p("| measure |")
+	for _, c := range columns {
+		p(" %s |", c.name)
+	}
+	for _, x := range rs {
+		p(" %s |", x.name)
+	}
+	p("\n|---|%s%s\n", strings.Repeat("---:|", len(columns)), strings.Repeat("---:|", len(rs)))
+	for _, m := range rows {
+		med := map[string]float64{}
+		p("| %s |", m.name)
+		for _, c := range columns {
+			med[c.contender] = math.NaN()
+			switch {
+			case !ran(c.contender):
+				p(" not run |")
+			case m.na[c.contender] != "":
+				p(" %s |", m.na[c.contender])
+			default:
+				med[c.contender] = median(m.values(c.contender))
+				p(" %s |", format(med[c.contender], m.unit))
+			}
+		}
+		for _, x := range rs {
+			p(" %s |", ratio(med[x.of], med[x.to]))
+		}
+		p("\n")
+	}
+	p("\n")
+}
+
+// converges returns the per-size converge samples of contender in cell,
+// or with unrelated objects present those of the unrelated scenario.
+func (r *Results) converges(cell Cell, contender string, unrelated bool) []ConvergeSample {
+	var out []ConvergeSample
+	for _, s := range r.Converge {
+		if s.Contender == contender && s.Cell == cell && (s.Unrelated > 0) == unrelated {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func convergeValues(r *Results, cell Cell, unrelated bool, f func(ConvergeSample) (float64, bool)) func(string) []float64 {
+	return func(contender string) []float64 {
+		var out []float64
+		for _, s := range r.converges(cell, contender, unrelated) {
+			if v, ok := f(s); ok {
+				out = append(out, v)
+			}
+		}
+		return out
+	}
+}
+
+func coldValues(r *Results, cell Cell, f func(ColdStartSample) float64) func(string) []float64 {
+	return func(contender string) []float64 {
+		var out []float64
+		for _, s := range r.ColdStart {
+			if s.Contender == contender && s.Cell == cell {
+				out = append(out, f(s))
+			}
+		}
+		return out
+	}
+}
+
+// perApp divides a count of s by its N.
+func perApp(f func(ConvergeSample) float64) func(ConvergeSample) (float64, bool) {
+	return func(s ConvergeSample) (float64, bool) { return f(s) / float64(s.N), true }
+}
+
+func always(f func(ConvergeSample) float64) func(ConvergeSample) (float64, bool) {
+	return func(s ConvergeSample) (float64, bool) { return f(s), true }
+}
+
+// cellRows are the rows of one per-size table.
+func (r *Results) cellRows(cell Cell) []row {
+	cv := func(f func(ConvergeSample) (float64, bool)) func(string) []float64 {
+		return convergeValues(r, cell, false, f)
+	}
+	noRestart := map[string]string{contenderFloor: floorNoRestart}
+	window := time.Duration(r.Config.ColdStartWindowSeconds * float64(time.Second))
+	idle := time.Duration(r.Config.IdleSeconds * float64(time.Second))
+	rows := []row{
+		{name: "converge: N WebApps created → all converged", unit: unitSeconds,
+			values: cv(always(func(s ConvergeSample) float64 { return s.ConvergeSeconds }))},
+		{name: "requests per WebApp: total", unit: unitPerApp,
+			values: cv(perApp(func(s ConvergeSample) float64 { return total(s.Requests) }))},
+		{name: "requests per WebApp: non-event (total − events)", unit: unitPerApp,
+			values: cv(perApp(func(s ConvergeSample) float64 { return total(s.Requests) - s.EventWrites }))},
+		{name: "requests per WebApp: non-event writes", unit: unitPerApp,
+			values: cv(perApp(func(s ConvergeSample) float64 { return writes(s.Requests) - s.EventWrites }))},
+		{name: "requests per WebApp: events", unit: unitPerApp,
+			values: cv(perApp(func(s ConvergeSample) float64 { return s.EventWrites }))},
+		{name: "requests per WebApp: GET (GET, LIST, WATCH)", unit: unitPerApp,
+			values: cv(perApp(func(s ConvergeSample) float64 { return s.Requests["GET"] }))},
+		{name: "CPU per WebApp (process start → converged, ÷ N)", unit: unitCPUPerApp,
+			values: cv(perApp(func(s ConvergeSample) float64 { return s.CPUSeconds }))},
+		{name: "peak RSS (VmHWM) once converged", unit: unitMiB,
+			values: cv(always(func(s ConvergeSample) float64 { return mib(s.ConvergedPeakRSSBytes) }))},
+		{name: "start-up, no WebApps: process start → /readyz", unit: unitSeconds,
+			values: cv(always(func(s ConvergeSample) float64 { return s.ReadySeconds }))},
+	}
+	// Cold start and idle only where they were measured.
+	if slices.ContainsFunc(r.ColdStart, func(s ColdStartSample) bool { return s.Cell == cell }) {
+		rows = append(rows, []row{
+			{name: "cold start, N converged WebApps: process start → /readyz", unit: unitSeconds, na: noRestart,
+				values: coldValues(r, cell, func(s ColdStartSample) float64 { return s.ReadySeconds })},
+			{name: "cold start: writes, process start → /readyz", unit: unitCount, na: noRestart,
+				values: coldValues(r, cell, func(s ColdStartSample) float64 { return s.WritesBeforeReady })},
+			{name: fmt.Sprintf("cold start: writes in the %s after /readyz", window), unit: unitCount, na: noRestart,
+				values: coldValues(r, cell, func(s ColdStartSample) float64 { return s.WritesAfterReady })},
+		}...)
+	}
+	if !slices.ContainsFunc(r.Converge, func(s ConvergeSample) bool { return s.Cell == cell && s.Unrelated == 0 && s.IdleWrites != nil }) {
+		return rows
+	}
+	return append(rows, []row{
+		{name: fmt.Sprintf("idle writes (%s, nothing changing)", idle), unit: unitCount, na: floorNA,
+			values: cv(func(s ConvergeSample) (float64, bool) {
+				if s.IdleWrites == nil {
+					return 0, false
+				}
+				return *s.IdleWrites, true
+			})},
+		{name: "idle CPU time", unit: unitSeconds, na: floorNA,
+			values: cv(func(s ConvergeSample) (float64, bool) {
+				if s.IdleCPUSeconds == nil {
+					return 0, false
+				}
+				return *s.IdleCPUSeconds, true
+			})},
+	}...)
+}
+
+// cells are the per-size cells that have samples, in the plan's order.
+func (r *Results) cells() []Cell {
+	var out []Cell
+	add := func(c Cell) {
+		if !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	for _, c := range r.Config.Cells {
+		if slices.ContainsFunc(r.Converge, func(s ConvergeSample) bool { return s.Cell == c && s.Unrelated == 0 }) {
+			add(c)
+		}
+	}
+	for _, s := range r.Converge {
+		if s.Unrelated == 0 {
+			add(s.Cell)
+		}
+	}
+	return out
+}
+
+// regimesOf are the distinct regimes of cells, in order.
+func regimesOf(cells []Cell) []Regime {
+	var out []Regime
+	for _, c := range cells {
+		if !slices.Contains(out, c.Regime) {
+			out = append(out, c.Regime)
+		}
+	}
+	return out
+}
+
+// plotRegime is the regime the plot shows: of those with per-size samples,
+// the one with the highest QPS.
+func (r *Results) plotRegime() (Regime, bool) {
+	regimes := regimesOf(r.cells())
+	if len(regimes) == 0 {
+		return Regime{}, false
+	}
+	best := regimes[0]
+	for _, g := range regimes[1:] {
+		if g.QPS >= best.QPS {
+			best = g
+		}
+	}
+	return best, true
+}
+
+// samplesNote says how many samples each figure is.
+func (r *Results) samplesNote() string {
+	if r.Config.Rounds <= 1 {
+		return "each figure is one sample (one round)"
+	}
+	return fmt.Sprintf("each figure is the median of %d samples, one per round", r.Config.Rounds)
+}
+
+// Goals handroll is held to.
+const (
+	goalN                  = 1000
+	goalNonEventRequests   = 4.5
+	goalEvents             = 1.0
+	goalUnrelatedGrowthMiB = 5.0
+	goalEditP99Seconds     = 1.0
+	scaleSVGName           = "benchmarks-scale.svg"
+	scaleSVGAlt            = "Converge time and peak RSS against N, one line per contender"
+	percentileHigh         = 99
+	percentileLow          = 50
+)
+
+// met says whether v is at most goal; "—" when v is missing.
+func met(v, goal float64) string {
+	if math.IsNaN(v) {
+		return "—"
+	}
+	return metOrNot(v <= goal)
+}
+
+func metOrNot(ok bool) string {
+	if ok {
+		return "yes"
+	}
+	return "**no**"
+}
+
+// goals are handroll's targets, each with the figure and whether it is met.
+func (r *Results) goals() [][3]string {
+	var out [][3]string
+	h := contenderHandroll
+	if !slices.Contains(r.Contenders, h) {
+		return nil
+	}
+	if g, ok := r.plotRegime(); ok {
+		cell := Cell{N: goalN, Regime: g}
+		ss := r.converges(cell, h, false)
+		if len(ss) == 0 {
+			out = append(out,
+				[3]string{fmt.Sprintf("≤ %g non-event requests per new WebApp at N = %d", goalNonEventRequests, goalN), fmt.Sprintf("not measured at N = %d", goalN), "—"},
+				[3]string{fmt.Sprintf("≤ %g event per new WebApp at N = %d", goalEvents, goalN), fmt.Sprintf("not measured at N = %d", goalN), "—"})
+		} else {
+			nonEvent := median(convergeValues(r, cell, false, perApp(func(s ConvergeSample) float64 { return total(s.Requests) - s.EventWrites }))(h))
+			events := median(convergeValues(r, cell, false, perApp(func(s ConvergeSample) float64 { return s.EventWrites }))(h))
+			out = append(out,
+				[3]string{fmt.Sprintf("≤ %g non-event requests per new WebApp at N = %d (%s)", goalNonEventRequests, goalN, g.Title()), format(nonEvent, unitPerApp), met(nonEvent, goalNonEventRequests)},
+				[3]string{fmt.Sprintf("≤ %g event per new WebApp at N = %d (%s)", goalEvents, goalN, g.Title()), format(events, unitPerApp), met(events, goalEvents)})
+		}
+	}
+	// Zero goals hold for every sample, not the median.
+	worst := func(label string, values func(yield func(Cell, float64))) {
+		var (
+			max   = math.Inf(-1)
+			where Cell
+			n     int
+		)
+		values(func(c Cell, v float64) {
+			n++
+			if v > max {
+				max, where = v, c
+			}
+		})
+		switch {
+		case n == 0:
+			out = append(out, [3]string{label, "not measured", "—"})
+		case max == 0 && n == 1:
+			out = append(out, [3]string{label, "0 (one sample)", "yes"})
+		case max == 0:
+			out = append(out, [3]string{label, fmt.Sprintf("0 in all %d samples", n), "yes"})
+		default:
+			out = append(out, [3]string{label, fmt.Sprintf("%s (worst: %s)", format(max, unitCount), where), "**no**"})
+		}
+	}
+	worst("0 idle writes, every size and regime", func(yield func(Cell, float64)) {
+		for _, s := range r.Converge {
+			if s.Contender == h && s.IdleWrites != nil {
+				yield(s.Cell, *s.IdleWrites)
+			}
+		}
+	})
+	if len(r.ColdStart) > 0 {
+		worst(fmt.Sprintf("0 writes in the %s after /readyz on a restart over converged WebApps", seconds(r.Config.ColdStartWindowSeconds)), func(yield func(Cell, float64)) {
+			for _, s := range r.ColdStart {
+				if s.Contender == h {
+					yield(s.Cell, s.WritesAfterReady)
+				}
+			}
+		})
+	}
+	if c := r.Config.UnrelatedCell; c != nil {
+		with := median(convergeValues(r, *c, true, always(func(s ConvergeSample) float64 { return mib(s.ConvergedPeakRSSBytes) }))(h))
+		without := median(convergeValues(r, *c, false, always(func(s ConvergeSample) float64 { return mib(s.ConvergedPeakRSSBytes) }))(h))
+		label := fmt.Sprintf("peak RSS grows ≤ %g MiB with %d unrelated objects of each kind (%s)", goalUnrelatedGrowthMiB, r.Config.Unrelated, c)
+		if math.IsNaN(with - without) {
+			out = append(out, [3]string{label, "not measured", "—"})
+		} else {
+			out = append(out, [3]string{label, format(with-without, unitDeltaMiB), met(with-without, goalUnrelatedGrowthMiB)})
+		}
+	}
+	for _, c := range r.backlogCells() {
+		p99 := percentile(r.edits(c, h), percentileHigh)
+		if math.IsNaN(p99) {
+			continue
+		}
+		out = append(out, [3]string{fmt.Sprintf("p99 edit → Deployment ≤ %s while a backlog of %s drains", formatSeconds(goalEditP99Seconds), c), formatSeconds(p99), met(p99, goalEditP99Seconds)})
+		if twin := percentile(r.edits(c, contenderTwin), percentileHigh); !math.IsNaN(twin) {
+			out = append(out, [3]string{fmt.Sprintf("… and ≤ the twin's p99 (%s)", formatSeconds(twin)), formatSeconds(p99), metOrNot(p99 <= twin)})
+		}
+	}
+	return out
+}
+
+// backlogCells are the cells with live-edit samples, in order.
+func (r *Results) backlogCells() []Cell {
+	var out []Cell
+	for _, s := range r.Backlog {
+		if !slices.Contains(out, s.Cell) {
+			out = append(out, s.Cell)
+		}
+	}
+	return out
+}
+
+// edits pools the edit latencies of contender in cell over its rounds.
+func (r *Results) edits(c Cell, contender string) []float64 {
+	var out []float64
+	for _, s := range r.Backlog {
+		if s.Cell == c && s.Contender == contender {
+			out = append(out, s.EditSeconds...)
+		}
+	}
+	return out
 }
 
 // markdown renders the results.
 func (r *Results) markdown() string {
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
-	ran := func(c string) bool { return slices.Contains(r.Contenders, c) }
+	cells := r.cells()
 
 	p("# Benchmarks: handroll, its controller-runtime twin, and the floor\n\n")
-	p("Written by `hack/bench`; every figure below comes from one run, with the three\n")
-	p("contenders alternating on the same control plane. Do not edit by hand: run it again.\n\n")
+	p("Written by `hack/bench`; every figure below comes from one run, with the contenders\n")
+	p("alternating on the same control plane. Do not edit by hand: run it again.\n\n")
 	p("## Machine and run\n\n")
 	p("| | |\n|---|---|\n")
 	p("| CPU | %s × %d |\n", r.Machine.CPU, r.Machine.CPUs)
@@ -276,9 +687,14 @@ func (r *Results) markdown() string {
 	p("| OS | %s |\n", r.Machine.OS)
 	p("| command | `%s` |\n", r.Command)
 	p("| started, took | %s, %s |\n", r.Started, r.Duration)
-	p("| WebApps (N) | %d in %d namespaces, every other one with `spec.config` (so a ConfigMap child too) |\n", r.Config.WebApps, r.Config.Namespaces)
-	p("| rounds | %d; each cell is the median over rounds, all samples in `benchmarks.json` |\n", r.Config.Rounds)
-	p("| client limits, workers | QPS %g, burst %d, %d workers, the same for every contender |\n", r.Config.QPS, r.Config.Burst, r.Config.Workers)
+	p("| sizes (N) | %s WebApps, in at most %d namespaces, every other one with `spec.config` (so a ConfigMap child too) |\n", joinInts(r.Config.Sizes), r.Config.NamespacesMax)
+	var regimes []string
+	for _, g := range r.Config.Regimes {
+		regimes = append(regimes, g.Title())
+	}
+	p("| client regimes | %s (`--kube-api-qps`, `--kube-api-burst`); %d workers; the same for every contender |\n", strings.Join(regimes, "; "), r.Config.Workers)
+	p("| samples | %s; all samples in `benchmarks.json` |\n", r.samplesNote())
+	p("| plan | %s |\n", r.planSummary())
 	p("\n")
 	for _, n := range r.Notes {
 		p("- %s\n", n)
@@ -287,84 +703,67 @@ func (r *Results) markdown() string {
 		p("\n")
 	}
 
-	p("## Converge, requests, resources, cold start, idle\n\n")
-	p("| measure |")
-	for _, c := range columns {
-		p(" %s |", c.name)
-	}
-	p(" handroll/twin | handroll/floor |\n|---|")
-	for range columns {
-		p("---:|")
-	}
-	p("---:|---:|\n")
-	for _, m := range measures {
-		med := map[string]float64{}
-		p("| %s |", m.name)
-		for _, c := range columns {
-			switch {
-			case !ran(c.contender):
-				med[c.contender] = math.NaN()
-				p(" not run |")
-			case c.contender == "floor" && m.floor != "":
-				med[c.contender] = math.NaN()
-				p(" %s |", m.floor)
-			default:
-				med[c.contender] = median(m.value(r, c.contender))
-				p(" %s |", format(med[c.contender], m.unit))
-			}
+	if goals := r.goals(); len(goals) > 0 {
+		p("## Goals\n\n")
+		p("handroll's targets, against this run's figures.\n\n")
+		p("| goal | handroll | met |\n|---|---:|:---:|\n")
+		for _, g := range goals {
+			p("| %s | %s | %s |\n", g[0], g[1], g[2])
 		}
-		p(" %s | %s |\n", ratio(med["handroll"], med["twin"]), ratio(med["handroll"], med["floor"]))
+		p("\n")
 	}
-	p("\n")
+
+	if g, ok := r.plotRegime(); ok {
+		if _, ok := r.scaleSVG(); ok {
+			p("## How cost grows with N\n\n")
+			p("At %s; the per-size tables below hold every figure.\n\n", g.Title())
+			p("![%s](%s)\n\n", scaleSVGAlt, scaleSVGName)
+		}
+	}
+
+	for _, g := range regimesOf(cells) {
+		p("## Per size: %s\n\n", g.Title())
+		p("%s; ratios are of medians.\n\n", capitalize(r.samplesNote()))
+		for _, c := range cells {
+			if c.Regime != g {
+				continue
+			}
+			p("### N = %d (%s)\n\n", c.N, g.Title())
+			r.table(p, r.cellRows(c), true)
+		}
+	}
+
+	if c := r.Config.UnrelatedCell; c != nil {
+		p("## Unrelated objects\n\n")
+		p("%d ConfigMaps of %d KiB, %d Deployments and %d Services in %d namespaces without WebApps; %s. "+
+			"Without them: the per-size measurement of the same size and regime.\n\n",
+			r.Config.Unrelated, r.Config.UnrelatedConfigMapBytes>>10, r.Config.Unrelated, r.Config.Unrelated, r.Config.UnrelatedNamespaces, c)
+		r.table(p, r.unrelatedRows(*c), false)
+	}
+
+	for _, c := range r.backlogCells() {
+		p("## Live edits while a backlog drains: %s\n\n", c)
+		p("%d WebApps created while the contender was stopped; once it is ready, %d edits of `spec.replicas`, each to a different WebApp, %s apart. "+
+			"Edit latencies are pooled over rounds (%d per contender); percentiles by nearest rank.\n\n",
+			c.N, r.Config.Edits, formatSeconds(r.Config.EditIntervalSeconds), r.Config.Edits*max(r.Config.Rounds, 1))
+		r.table(p, r.backlogRows(c), true, contenderFloor)
+	}
 
 	if len(r.Failover) > 0 {
-		variants := r.failoverVariants()
-		p("## Failover\n\n")
-		p("Two replicas with leader election; the leader is stopped by the signal shown, one\n")
-		p("WebApp's `spec.replicas` is changed at once, and the clock stops at the new leader's\n")
-		p("first write for it. The floor has no leader election: n/a.\n\n")
-		p("| measure |")
-		for _, v := range variants {
-			p(" %s |", variantTitle(v))
+		r.failoverTable(p)
+	}
+
+	if len(r.Phases) > 0 {
+		p("## Plan and time\n\n")
+		p("Each phase's estimate (the cost model in `hack/bench/plan.go`, fitted to a quiet machine, printed when the run starts) and what it took.\n\n")
+		p("| phase | estimated | took |\n|---|---:|---:|\n")
+		var est, took float64
+		for _, ph := range r.Phases {
+			est += ph.EstimatedSeconds
+			took += ph.Seconds
+			p("| %s | %s | %s |\n", ph.Name, elapsed(seconds(ph.EstimatedSeconds)), elapsed(seconds(ph.Seconds)))
 		}
-		if slices.Contains(variants, variantHandrollWarm) && slices.Contains(variants, variantTwin) {
-			p(" handroll/twin |")
-		}
-		p("\n|---|")
-		for range variants {
-			p("---:|")
-		}
-		if slices.Contains(variants, variantHandrollWarm) && slices.Contains(variants, variantTwin) {
-			p("---:|")
-		}
-		p("\n")
-		for _, sig := range []string{"SIGKILL", "SIGTERM"} {
-			for _, row := range []struct {
-				name string
-				f    func(FailoverSample) float64
-			}{
-				{"leader stopped → first write", func(s FailoverSample) float64 { return s.KillToWriteSeconds }},
-				{"Lease acquired → first write", func(s FailoverSample) float64 { return s.AcquireToWriteSeconds }},
-			} {
-				p("| %s: %s |", sig, row.name)
-				med := map[string]float64{}
-				for _, v := range variants {
-					var xs []float64
-					for _, s := range r.Failover {
-						if s.Variant == v && s.Signal == sig {
-							xs = append(xs, row.f(s))
-						}
-					}
-					med[v] = median(xs)
-					p(" %s |", format(med[v], "s"))
-				}
-				if slices.Contains(variants, variantHandrollWarm) && slices.Contains(variants, variantTwin) {
-					p(" %s |", ratio(med[variantHandrollWarm], med[variantTwin]))
-				}
-				p("\n")
-			}
-		}
-		p("\n")
+		p("| all | %s | %s |\n\n", elapsed(seconds(est)), elapsed(seconds(took)))
 	}
 
 	p("## How each figure is measured\n\n")
@@ -374,9 +773,174 @@ func (r *Results) markdown() string {
 	return b.String()
 }
 
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+func joinInts(xs []int) string {
+	var s []string
+	for _, x := range xs {
+		s = append(s, strconv.Itoa(x))
+	}
+	return strings.Join(s, ", ")
+}
+
+// planSummary says which measurement ran at which sizes and regimes.
+func (r *Results) planSummary() string {
+	var parts []string
+	for _, g := range regimesOf(r.Config.Cells) {
+		var sizes []int
+		for _, c := range r.Config.Cells {
+			if c.Regime == g {
+				sizes = append(sizes, c.N)
+			}
+		}
+		parts = append(parts, fmt.Sprintf("%s at N = %s", g.Title(), joinInts(sizes)))
+	}
+	out := "per-size measurements: " + strings.Join(parts, "; ")
+	if len(r.Config.IdleCells) > 0 {
+		var idle []string
+		for _, c := range r.Config.IdleCells {
+			idle = append(idle, fmt.Sprintf("N = %d (%s)", c.N, c.Title()))
+		}
+		out += "; idle at " + strings.Join(idle, " and ")
+	}
+	if c := r.Config.UnrelatedCell; c != nil {
+		out += fmt.Sprintf("; unrelated objects: %s", c)
+	}
+	for _, c := range r.Config.BacklogCells {
+		out += fmt.Sprintf("; live edits: %s", c)
+	}
+	if r.Config.FailoverRegime != nil {
+		out += fmt.Sprintf("; failover: %s", Cell{N: r.Config.FailoverWebApps, Regime: *r.Config.FailoverRegime})
+	}
+	return out
+}
+
+func (r *Results) unrelatedRows(c Cell) []row {
+	with := func(f func(ConvergeSample) float64) func(string) []float64 {
+		return convergeValues(r, c, true, always(f))
+	}
+	without := func(f func(ConvergeSample) float64) func(string) []float64 {
+		return convergeValues(r, c, false, always(f))
+	}
+	growth := func(f func(ConvergeSample) float64) func(string) []float64 {
+		return func(contender string) []float64 {
+			d := median(with(f)(contender)) - median(without(f)(contender))
+			if math.IsNaN(d) {
+				return nil
+			}
+			return []float64{d}
+		}
+	}
+	ready := func(s ConvergeSample) float64 { return s.ReadySeconds }
+	rss := func(s ConvergeSample) float64 { return mib(s.ConvergedPeakRSSBytes) }
+	conv := func(s ConvergeSample) float64 { return s.ConvergeSeconds }
+	return []row{
+		{name: "start-up: process start → /readyz, without", unit: unitSeconds, values: without(ready)},
+		{name: "start-up: process start → /readyz, with", unit: unitSeconds, values: with(ready)},
+		{name: "start-up: growth", unit: unitDeltaS, values: growth(ready)},
+		{name: "peak RSS (VmHWM) once converged, without", unit: unitMiB, values: without(rss)},
+		{name: "peak RSS (VmHWM) once converged, with", unit: unitMiB, values: with(rss)},
+		{name: "peak RSS: growth", unit: unitDeltaMiB, values: growth(rss)},
+		{name: "converge, without", unit: unitSeconds, values: without(conv)},
+		{name: "converge, with", unit: unitSeconds, values: with(conv)},
+	}
+}
+
+func (r *Results) backlogRows(c Cell) []row {
+	values := func(f func(BacklogSample) float64) func(string) []float64 {
+		return func(contender string) []float64 {
+			var out []float64
+			for _, s := range r.Backlog {
+				if s.Cell == c && s.Contender == contender {
+					out = append(out, f(s))
+				}
+			}
+			return out
+		}
+	}
+	pct := func(p float64) func(string) []float64 {
+		return func(contender string) []float64 {
+			v := percentile(r.edits(c, contender), p)
+			if math.IsNaN(v) {
+				return nil
+			}
+			return []float64{v}
+		}
+	}
+	return []row{
+		{name: "edit → Deployment with the new `spec.replicas`: p50", unit: unitSeconds, na: floorNA, values: pct(percentileLow)},
+		{name: "edit → Deployment with the new `spec.replicas`: p99", unit: unitSeconds, na: floorNA, values: pct(percentileHigh)},
+		{name: "edit → Deployment with the new `spec.replicas`: max", unit: unitSeconds, na: floorNA, values: pct(100)},
+		{name: "backlog drained: /readyz → all N converged", unit: unitSeconds, na: floorNA, values: values(func(s BacklogSample) float64 { return s.DrainSeconds })},
+		{name: "process start → /readyz", unit: unitSeconds, na: floorNA, values: values(func(s BacklogSample) float64 { return s.ReadySeconds })},
+		{name: "process start → first write", unit: unitSeconds, na: floorNA, values: values(func(s BacklogSample) float64 { return s.FirstWriteSeconds })},
+		{name: "requests per WebApp: total", unit: unitPerApp, na: floorNA, values: values(func(s BacklogSample) float64 { return total(s.Requests) / float64(s.N) })},
+		{name: "peak RSS (VmHWM)", unit: unitMiB, na: floorNA, values: values(func(s BacklogSample) float64 { return mib(s.PeakRSSBytes) })},
+	}
+}
+
+func (r *Results) failoverTable(p func(string, ...any)) {
+	variants := r.failoverVariants()
+	var rs []struct{ name, of, to string }
+	for _, x := range []struct{ name, of, to string }{
+		{"handroll/twin", variantHandrollWarm, variantTwin},
+		{"handroll/twin-tuned", variantHandrollWarm, variantTwinTuned},
+	} {
+		if slices.Contains(variants, x.of) && slices.Contains(variants, x.to) {
+			rs = append(rs, x)
+		}
+	}
+	p("## Failover\n\n")
+	p("Two replicas with leader election; the leader is stopped by the signal shown, one\n")
+	p("WebApp's `spec.replicas` is changed at once, and the clock stops at the new leader's\n")
+	p("first write for it. The floor has no leader election: n/a.\n\n")
+	p("| measure |")
+	for _, v := range variants {
+		p(" %s |", variantTitle(v))
+	}
+	for _, x := range rs {
+		p(" %s |", x.name)
+	}
+	p("\n|---|%s%s\n", strings.Repeat("---:|", len(variants)), strings.Repeat("---:|", len(rs)))
+	for _, sig := range []string{"SIGKILL", "SIGTERM"} {
+		for _, row := range []struct {
+			name string
+			f    func(FailoverSample) float64
+		}{
+			{"leader stopped → first write", func(s FailoverSample) float64 { return s.KillToWriteSeconds }},
+			{"Lease acquired → first write", func(s FailoverSample) float64 { return s.AcquireToWriteSeconds }},
+		} {
+			p("| %s: %s |", sig, row.name)
+			med := map[string]float64{}
+			for _, v := range variants {
+				var xs []float64
+				for _, s := range r.Failover {
+					if s.Variant == v && s.Signal == sig {
+						xs = append(xs, row.f(s))
+					}
+				}
+				med[v] = median(xs)
+				p(" %s |", format(med[v], unitSeconds))
+			}
+			for _, x := range rs {
+				p(" %s |", ratio(med[x.of], med[x.to]))
+			}
+			p("\n")
+		}
+	}
+	p("\n")
+}
+
 func (r *Results) failoverVariants() []string {
 	var out []string
-	for _, v := range []string{variantHandrollWarm, variantHandrollCold, variantTwin} {
+	for _, v := range []string{variantHandrollWarm, variantHandrollCold, variantTwin, variantTwinTuned} {
 		if slices.ContainsFunc(r.Failover, func(s FailoverSample) bool { return s.Variant == v }) {
 			out = append(out, v)
 		}
@@ -391,54 +955,147 @@ func variantTitle(v string) string {
 	case variantHandrollCold:
 		return "handroll (`--leader-elect-warm-standby=false`)"
 	case variantTwin:
-		return "twin (defaults)"
+		return "twin (kubebuilder defaults)"
+	case variantTwinTuned:
+		return "twin-tuned (`--tuned`: EnableWarmup)"
 	}
 	return v
 }
 
 func methodology(r *Results) []string {
-	return []string{
+	idle := seconds(r.Config.IdleSeconds)
+	window := seconds(r.Config.ColdStartWindowSeconds)
+	lines := []string{
 		"One local control plane (etcd and kube-apiserver from `test/controlplane`, no controller-manager, so no pods: " +
 			"a WebApp has **converged** when `status.observedGeneration` equals `metadata.generation` and its Deployment, " +
-			"Service and (with `spec.config`) ConfigMap exist). The bench observes this through informers (watches), not by polling.",
+			"Service and (with `spec.config`) ConfigMap exist). The bench observes this through informers (watches) on the " +
+			"children labelled `app.kubernetes.io/managed-by=handroll`, not by polling.",
+		"**Contenders**: handroll; the twin (`hack/compare`, handroll's operator on controller-runtime) as kubebuilder scaffolds it; " +
+			"twin-tuned, the same binary with `--tuned`, which turns on every controller-runtime option matching handroll's design " +
+			"(metadata-only ConfigMap watch, `ByObject` label selectors, `DefaultTransform`, `EnableWarmup`; `hack/compare/README.md`); " +
+			"and the floor (`hack/bench/floor`), which lists the WebApps once and server-side-applies each one's children and status, nothing more.",
 		"Each contender is built once (`go build`) and runs as its own process with an admin kubeconfig, " +
 			"`--webhook-port=0`, and metrics and health on free loopback ports. Every measurement uses fresh namespaces, " +
-			"and everything in them (finalizers dropped first) and the directory ConfigMap are deleted afterwards, so each " +
-			"contender starts from the same empty cluster. Contenders alternate within each round; the order rotates by round. " +
-			"Before the first round the floor converges a few WebApps, unmeasured, so that nobody pays for the API server's first " +
+			"and the WebApps and children in them (finalizers dropped first) and every directory ConfigMap (those labelled " +
+			"`app.kubernetes.io/name=webapp-directory`, `app.kubernetes.io/managed-by=handroll` in the operator's namespace) are deleted afterwards, so each " +
+			"contender starts from the same empty cluster; events are left to the API server's TTL, as no contender watches them. Contenders alternate within each size; the order rotates by size and by round. " +
+			"Before the first measurement the floor converges a few WebApps, unmeasured, so that nobody pays for the API server's first " +
 			"writes of each kind (the CRD's validation rules compiled, server-side apply set up).",
+		"**Plan**: the full cross product of sizes and regimes does not fit in an hour on 2 cores (3000 WebApps × about 10 requests at " +
+			"QPS 20 is 25 minutes for one contender), so a regime runs every size only if it has the highest QPS, where the API server " +
+			"and the CPU set the pace; any other regime runs at the smallest size (`-regimes QPS/BURST@N+N` overrides this). " +
+			"The scenarios run in the highest-QPS regime. This run: " + r.planSummary() + ". The bench prints the plan and " +
+			"its estimated time first, and each phase's time as it ends (the **Plan and time** table).",
+		"**Samples**: " + r.samplesNote() + ", for every table; the edit latencies of a contender are pooled over rounds.",
 		"`--kube-api-qps`, `--kube-api-burst` and `--max-concurrent-reconciles` are the same for every contender, but how much the " +
 			"first two throttle depends on how many client-side rate limiters a program builds from them: client-go gives each " +
-			"REST client its own token bucket unless `rest.Config.RateLimiter` is set. A generated clientset shares one bucket " +
-			"among its groups (handroll and the floor have two clientsets, Kubernetes and handroll); controller-runtime's client " +
-			"builds a REST client, and so a bucket, per GroupVersionKind. The same flags therefore throttle the contenders differently.",
-		"**Converge**: the contender starts and passes `/readyz` (handroll: caches synced); then the bench creates the N WebApps " +
-			"as fast as it can with its own client; the clock runs from the last create's response to the event that made the " +
-			"last WebApp converge. The contender reconciles while the bench is still creating (a head start of the creation " +
-			"time, in the JSON as `createSeconds`); the floor, which lists once, is sent SIGUSR1 when creation is done.",
-		"**API requests**: `rest_client_requests_total` summed by `method` (client-go's metric, registered by handroll, by " +
-			"controller-runtime in the twin, and by the floor through `pkg/server.RegisterClientGoMetrics`), scraped just before " +
-			"the first create and again once the contender's counters have not moved for 2 s after convergence, so that trailing " +
-			"writes (the directory entry, events) count as converge, not idle. GET includes LIST and WATCH.",
-		"**Leader election is off** (`--leader-elect=false`) for converge, idle and cold start, so Lease renewals, which go " +
+			"REST client its own token bucket unless `rest.Config.RateLimiter` is set. handroll, the floor and the twin set one for " +
+			"the process (`hack/compare/README.md` says why the twin does), so each regime is the whole process's budget.",
+		"**Start-up** is process start → `/readyz` answering 200 (polled every 20 ms), each contender's own check: handroll's passes once " +
+			"its caches have synced; the twin's waits for the informers the Manager holds when asked, and those of its controllers' watches are " +
+			"added only after the Manager has started, so it can pass before they have listed (its start-up can leave their LIST out).",
+		"**Converge**: the contender starts and passes `/readyz` (the time is the **start-up, no WebApps** row); " +
+			"then the bench creates the N WebApps as fast as it can with its own client; the clock runs from the last create's response " +
+			"to the event that made the last WebApp converge. The contender reconciles while the bench is still creating (a head start of " +
+			"the creation time, in the JSON as `createSeconds`); the floor, which lists once, is sent SIGUSR1 when creation is done.",
+		"**Requests per WebApp**: the contender's `rest_client_requests_total` summed by `method` (client-go's metric, registered by " +
+			"handroll, by controller-runtime in the twin, and by the floor through `pkg/server.RegisterClientGoMetrics`), scraped just " +
+			"before the first create and again once the contender's counters have not moved for 2 s after convergence, so that trailing " +
+			"writes (the directory entry, events) count as converge, not idle; divided by N. GET includes LIST and WATCH. That metric has " +
+			"only method, code and host, so **events** are counted at the API server: the delta of its `apiserver_request_total` over " +
+			"`resource=\"events\"` (core and `events.k8s.io` alike) and the verbs POST, PUT, PATCH and APPLY, scraped at the same two moments; " +
+			"one contender runs at a time and the bench writes no events, so the delta is the contender's, once the events the API server " +
+			"writes itself are taken off (its Service IP and port repair loops now and then report a bench Service as `ClusterIPNotAllocated` " +
+			"or its leftover IPAddress as `IPAddressNotAllocated`; the bench lists them by `reportingComponent`, and counts a repeat's PATCH " +
+			"from `series.count`). **Non-event** is the total minus " +
+			"events; **non-event writes** are POST+PUT+PATCH+DELETE minus events.",
+		"**Leader election is off** (`--leader-elect=false`) for converge, idle, cold start and the scenarios, so Lease renewals, which go " +
 			"through the same client-go metrics, are not counted.",
-		"**CPU time**: utime + stime from `/proc/<pid>/stat`, read once the request counters have settled after convergence (it includes start-up). **Peak RSS**: " +
-			"`VmHWM` from `/proc/<pid>/status`, read just before the process is stopped.",
-		fmt.Sprintf("**Idle**: after converge, %s with nothing changing; writes are POST+PUT+PATCH+DELETE from the metrics delta. "+
-			"The floor writes what convergence needs once and then does nothing, so idle does not apply to it.", time.Duration(r.Config.IdleSeconds*float64(time.Second))),
-		"**Cold start**: the N WebApps are created while no contender runs; the clock runs from the process's start to the " +
-			"first write the bench sees from it (a child created or a WebApp updated).",
-		fmt.Sprintf("**Failover**: %d WebApps in a namespace of their own per operator (handroll's two variants share one), the replicas started with `--namespaces` set to it, and short Lease timings for every contender: "+
+		"**CPU per WebApp**: utime + stime from `/proc/<pid>/stat`, read once the request counters have settled after convergence (so it " +
+			"includes start-up), divided by N. **Peak RSS**: `VmHWM` from `/proc/<pid>/status`, read at the same moment, so before idle " +
+			"wherever idle is measured (the JSON also has it just before the process is stopped, as `peakRSSBytes`).",
+		fmt.Sprintf("**Idle**: at the largest size of each regime (where idle writes, if any, would be most; idling at every size would cost "+
+			"minutes the hour does not have), after converge, %s with nothing changing; writes are POST+PUT+PATCH+DELETE from the metrics delta. "+
+			"The floor writes what convergence needs once and then does nothing, so idle does not apply to it.", idle),
+		fmt.Sprintf("**Cold start**: after converge (and idle, where measured) the operator is stopped (SIGTERM) and started again on the N WebApps it converged, "+
+			"children and directory in place: the time from the process's start to `/readyz` answering 200 (polled every 20 ms), the writes "+
+			"it made until then, and those in the %s after it (from its own counters; none are needed, so the goal is 0). The floor has no "+
+			"cache to fill and applies every WebApp again at each start by design: n/a.", window),
+	}
+	if c := r.Config.UnrelatedCell; c != nil {
+		lines = append(lines, fmt.Sprintf("**Unrelated objects**: before this scenario, the bench creates %d ConfigMaps with %d KiB of data each, "+
+			"%d Deployments and %d Services (ClusterIP) in %d namespaces that hold no WebApps, with its own client (QPS 2000, 16 requests "+
+			"in flight), none labelled as handroll's; then each contender converges %s as in the per-size converge, without idle or "+
+			"cold start; then the objects are deleted, before any other measurement. Start-up is process start → `/readyz`; peak RSS here is "+
+			"`VmHWM` read when the request counters settled after convergence, in both runs. Without them: the per-size converge of the same "+
+			"size and regime; growth is the difference of the medians.",
+			r.Config.Unrelated, r.Config.UnrelatedConfigMapBytes>>10, r.Config.Unrelated, r.Config.Unrelated, r.Config.UnrelatedNamespaces, c))
+	}
+	if len(r.Config.BacklogCells) > 0 {
+		lines = append(lines, fmt.Sprintf("**Live edits while a backlog drains**: the %d WebApps are created while no contender runs, and the bench waits "+
+			"until its informer holds them all; then the operator starts, and as soon as `/readyz` answers the bench makes %d edits, %s apart, "+
+			"each setting `spec.replicas` from 1 to %d on a different WebApp, spread evenly over the backlog (the middle of each of %d equal "+
+			"slices in creation order). Each edit's latency runs from its PATCH's response to the event in which the bench's informer sees that "+
+			"WebApp's Deployment with the new `spec.replicas` (whether it was created with it or updated to it). The drain runs from `/readyz` "+
+			"to every WebApp converged, edits included. The floor has no loop to edit against: n/a. Not run at QPS 20 by default: "+
+			"draining 3000 WebApps there takes about 25 minutes per contender (`-backlog-regimes` adds it).",
+			r.Config.BacklogWebApps, r.Config.Edits, formatSeconds(r.Config.EditIntervalSeconds), editReplicas, r.Config.Edits))
+	}
+	if r.Config.FailoverWebApps > 0 {
+		regime := "the same regime"
+		if g := r.Config.FailoverRegime; g != nil {
+			regime = g.Title()
+		}
+		lines = append(lines, fmt.Sprintf("**Failover**: %d WebApps in a namespace of their own per operator (handroll's two variants share one), at %s, "+
+			"the replicas started with `--namespaces` set to it, and short Lease timings for every contender: "+
 			"`--leader-elect-lease-duration=%s --leader-elect-renew-deadline=%s --leader-elect-retry-period=%s`. Replica A starts and "+
 			"takes the Lease, then replica B; once everything has converged and B is ready, A gets SIGKILL (one trial) or SIGTERM "+
 			"(another) and the bench at once changes one WebApp's `spec.replicas`, without waiting for A to exit. The first write is the first of the "+
 			"Deployment's new `spec.replicas` or a status for the new generation; the Lease's `acquireTime` is the new leader's own. "+
-			"A write seen before that `acquireTime` was the old leader's, on its way out: such a trial is run again.",
-			r.Config.FailoverWebApps, r.Config.LeaseDuration, r.Config.RenewDeadline, r.Config.RetryPeriod),
+			"A write seen before that `acquireTime` was the old leader's, on its way out: such a trial is run again. "+
+			"twin-tuned's standby starts its controllers' watches before it leads (`EnableWarmup`); without it, a controller-runtime "+
+			"standby starts them once it leads.",
+			r.Config.FailoverWebApps, regime, r.Config.LeaseDuration, r.Config.RenewDeadline, r.Config.RetryPeriod))
+	}
+	if _, ok := r.scaleSVG(); ok {
+		lines = append(lines, "**Plot** (`"+scaleSVGName+"`): the medians of the converge and peak RSS rows of the per-size tables in the "+
+			"highest-QPS regime, against N on a logarithmic axis when the sizes span a factor of 4 or more.")
+	}
+	return lines
+}
+
+// migrate fills in what a benchmarks.json from before -n took a list
+// lacks: its one size and regime.
+func (r *Results) migrate() {
+	c := &r.Config
+	if len(c.Cells) > 0 || c.WebApps == 0 {
+		return
+	}
+	cell := Cell{N: c.WebApps, Regime: Regime{QPS: c.QPS, Burst: c.Burst}}
+	c.Sizes, c.Regimes, c.Cells, c.NamespacesMax = []int{cell.N}, []Regime{cell.Regime}, []Cell{cell}, c.Namespaces
+	if c.FailoverWebApps > 0 {
+		c.FailoverRegime = &cell.Regime
+	}
+	c.IdleCells = c.Cells
+	for i := range r.Converge {
+		s := &r.Converge[i]
+		if s.N == 0 {
+			s.Cell = cell
+		}
+		if s.ConvergedPeakRSSBytes == 0 {
+			s.ConvergedPeakRSSBytes = s.PeakRSSBytes
+		}
+		// Not measured then: NaN renders as "—" (and -render writes no JSON).
+		s.EventWrites, s.ReadySeconds = math.NaN(), math.NaN()
+	}
+	// Its cold start was the first write with a backlog, not a restart.
+	if len(r.ColdStart) > 0 {
+		r.ColdStart = nil
+		r.Notes = append(r.Notes, "This run measured cold start as process start → first write with N unconverged WebApps, which the report no longer shows.")
 	}
 }
 
-// write stores benchmarks.json and benchmarks.md in dir.
+// write stores benchmarks.json, benchmarks.md and the plot in dir.
 func (r *Results) write(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -450,11 +1107,28 @@ func (r *Results) write(dir string) error {
 	if err := os.WriteFile(filepath.Join(dir, "benchmarks.json"), append(data, '\n'), 0o644); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, "benchmarks.md"), []byte(r.markdown()), 0o644)
+	return r.render(dir)
 }
 
-// rerender rewrites benchmarks.md from the benchmarks.json at path, for
-// when the report's wording changes but the figures need not.
+// render writes benchmarks.md and the plot (or removes a stale plot when
+// there is nothing to draw).
+func (r *Results) render(dir string) error {
+	if err := os.WriteFile(filepath.Join(dir, "benchmarks.md"), []byte(r.markdown()), 0o644); err != nil {
+		return err
+	}
+	svgPath := filepath.Join(dir, scaleSVGName)
+	svg, ok := r.scaleSVG()
+	if !ok {
+		if err := os.Remove(svgPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	return os.WriteFile(svgPath, []byte(svg), 0o644)
+}
+
+// rerender rewrites benchmarks.md and the plot from the benchmarks.json at
+// path, for when the report's wording changes but the figures need not.
 func rerender(path string) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -464,7 +1138,8 @@ func rerender(path string) error {
 	if err := json.Unmarshal(data, &r); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	return os.WriteFile(filepath.Join(filepath.Dir(path), "benchmarks.md"), []byte(r.markdown()), 0o644)
+	r.migrate()
+	return r.render(filepath.Dir(path))
 }
 
 // describeMachine reads the CPU, memory and kernel from /proc.

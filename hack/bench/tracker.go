@@ -11,11 +11,13 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
+	"github.com/handroll/handroll/pkg/controller/webapp"
 	clientset "github.com/handroll/handroll/pkg/generated/clientset/versioned"
 	handrollinformers "github.com/handroll/handroll/pkg/generated/informers/externalversions"
 )
@@ -103,7 +105,12 @@ func (t *tracker) start(ctx context.Context, kube kubernetes.Interface, client c
 		}
 		return obj, nil
 	}
-	kf := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(strip))
+	// Children only: every contender labels what it creates, and the
+	// unrelated objects (128 MiB of ConfigMaps) are not the bench's to hold.
+	ours := informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.LabelSelector = webapp.LabelManagedBy + "=" + webapp.ManagedBy
+	})
+	kf := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(strip), ours)
 	hf := handrollinformers.NewSharedInformerFactoryWithOptions(client, 0, handrollinformers.WithTransform(strip))
 	lf := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithNamespace(leaseNamespace))
 
