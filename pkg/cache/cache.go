@@ -10,6 +10,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	clientset "github.com/handroll/handroll/pkg/generated/clientset/versioned"
 	informers "github.com/handroll/handroll/pkg/generated/informers/externalversions"
@@ -49,8 +51,8 @@ type Options struct {
 // The split keeps memory in proportion to handroll's own objects: a full
 // object is cached only when labelled as ours, and of the rest (other
 // teams' ConfigMaps, which may be large) only what the foreign-name check
-// and the spec.configMapRef watch read: name, uid, resourceVersion and the
-// controller reference (TrimMetadata).
+// and the spec.configMapRef watch read: name, resourceVersion and the
+// controller's uid (Ref).
 type Caches struct {
 	namespaces []string // metav1.NamespaceAll alone when watching everything
 	extraNS    string   // the operator's namespace, when outside namespaces
@@ -138,24 +140,47 @@ func StripForCache(obj any) (any, error) {
 	return obj, nil
 }
 
-// TrimMetadata keeps, of an object's metadata, what the metadata caches are
-// read for: its identity, its resourceVersion (a referenced ConfigMap's
-// data is fetched again when it moves) and its controller reference (whose
-// object holds a child's name). Labels, annotations, managedFields and the
-// other owner references would cost more than the rest together.
+// Ref is what a metadata cache keeps of an object: its key, its
+// resourceVersion (a referenced ConfigMap's data is fetched again when it
+// moves) and its controller's uid (whose object holds a child's name).
+// These caches hold every object of their kind in the cluster, so the size
+// of each entry is what the operator's memory grows with: a Ref with its
+// strings is about a quarter of a trimmed PartialObjectMetadata, whose
+// ObjectMeta alone is some 300 bytes of fields that would stay empty.
+type Ref struct {
+	Namespace, Name, ResourceVersion string
+	ControllerUID                    types.UID // "" when no controller
+}
+
+// GetObjectMeta lets meta.Accessor, and so the informer's key functions
+// and the controllers' handlers, read a Ref as an object. It allocates:
+// it is called on events and lookups, not per object held.
+func (r *Ref) GetObjectMeta() metav1.Object {
+	m := &metav1.ObjectMeta{Namespace: r.Namespace, Name: r.Name, ResourceVersion: r.ResourceVersion}
+	if r.ControllerUID != "" {
+		m.OwnerReferences = []metav1.OwnerReference{{UID: r.ControllerUID, Controller: ptr.To(true)}}
+	}
+	return m
+}
+
+// PartialObjectMetadata is r as the metadata client's type, for readers
+// that check a controller reference.
+func (r *Ref) PartialObjectMetadata() *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{ObjectMeta: *r.GetObjectMeta().(*metav1.ObjectMeta)}
+}
+
+// TrimMetadata turns what the metadata client delivers into a Ref before
+// it is stored.
 func TrimMetadata(obj any) (any, error) {
 	m, ok := obj.(*metav1.PartialObjectMetadata)
 	if !ok {
 		return obj, nil // a tombstone, or not ours to trim
 	}
-	trimmed := &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta, ObjectMeta: metav1.ObjectMeta{
-		Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
-		Generation: m.Generation, DeletionTimestamp: m.DeletionTimestamp,
-	}}
+	r := &Ref{Namespace: m.Namespace, Name: m.Name, ResourceVersion: m.ResourceVersion}
 	if ref := metav1.GetControllerOfNoCopy(m); ref != nil {
-		trimmed.OwnerReferences = []metav1.OwnerReference{*ref}
+		r.ControllerUID = ref.UID
 	}
-	return trimmed, nil
+	return r, nil
 }
 
 // WebApps returns the WebApp informers, one per namespace.
@@ -194,8 +219,8 @@ var (
 	ConfigMapsResource  = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 )
 
-// Metadata returns the informers of resource's metadata (TrimMetadata of
-// every object, labelled or not), one per namespace.
+// Metadata returns the informers of resource's metadata (a Ref of every
+// object, labelled or not), one per namespace.
 func (c *Caches) Metadata(resource schema.GroupVersionResource) []cache.SharedIndexInformer {
 	return each(c, resource.GroupVersion().String()+" "+resource.Resource+" (metadata)", func(ns string) cache.SharedIndexInformer {
 		inf := c.metadata[ns].ForResource(resource).Informer()

@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	metadatafake "k8s.io/client-go/metadata/fake"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	handrollfake "github.com/handroll/handroll/pkg/generated/clientset/versioned/fake"
@@ -158,5 +160,35 @@ func TestTransformStripsManagedFields(t *testing.T) {
 	}
 	if d.Annotations["keep"] != "me" {
 		t.Errorf("other annotations lost: %v", d.Annotations)
+	}
+}
+
+func TestTrimMetadataKeepsWhatIsRead(t *testing.T) {
+	in := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+		Namespace: "a", Name: "web", ResourceVersion: "7", UID: "self",
+		Labels: map[string]string{"x": "y"}, Annotations: map[string]string{"big": "value"},
+		OwnerReferences: []metav1.OwnerReference{
+			{UID: "other", Name: "not-the-controller"},
+			{UID: "owner", Name: "web", Controller: ptr.To(true)},
+		},
+	}}
+	out, err := TrimMetadata(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Ref{Namespace: "a", Name: "web", ResourceVersion: "7", ControllerUID: "owner"}
+	if r, ok := out.(*Ref); !ok || *r != *want {
+		t.Fatalf("TrimMetadata = %#v; want %#v", out, want)
+	}
+	// Informers key and handlers read it through meta.Accessor.
+	m, err := meta_.Accessor(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := metav1.GetControllerOf(m); m.GetName() != "web" || m.GetResourceVersion() != "7" || c == nil || c.UID != "owner" {
+		t.Errorf("read back as %s/%s rv %s controller %v", m.GetNamespace(), m.GetName(), m.GetResourceVersion(), c)
+	}
+	if key, err := cache.MetaNamespaceKeyFunc(out); err != nil || key != "a/web" {
+		t.Errorf("key %q, %v", key, err)
 	}
 }

@@ -110,7 +110,8 @@ func (l configMapLister) ConfigMaps(namespace string) corelisters.ConfigMapNames
 
 // MetadataLister reads the metadata caches of one resource.
 type MetadataLister interface {
-	// Get returns the trimmed metadata of namespace/name, or NotFound.
+	// Get returns what the cache holds of namespace/name (see Ref), or
+	// NotFound.
 	Get(namespace, name string) (*metav1.PartialObjectMetadata, error)
 }
 
@@ -124,15 +125,20 @@ func (l metadataLister) Get(namespace, name string) (*metav1.PartialObjectMetada
 	if !ok {
 		return nil, apierrors.NewNotFound(l.resource.GroupResource(), name)
 	}
-	obj, err := l.c.metadata[key].ForResource(l.resource).Lister().ByNamespace(namespace).Get(name)
+	// The indexer itself: the factory's lister expects the metadata
+	// client's own type, not the Ref that TrimMetadata stores.
+	obj, exists, err := l.c.metadata[key].ForResource(l.resource).Informer().GetIndexer().GetByKey(namespace + "/" + name)
 	if err != nil {
 		return nil, err
 	}
-	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !exists {
+		return nil, apierrors.NewNotFound(l.resource.GroupResource(), name)
+	}
+	r, ok := obj.(*Ref)
 	if !ok {
 		return nil, fmt.Errorf("%s %s/%s: the metadata cache holds a %T", l.resource.Resource, namespace, name, obj)
 	}
-	return m, nil
+	return r.PartialObjectMetadata(), nil
 }
 
 // emptyNamespace is the lister of a namespace that is not cached.

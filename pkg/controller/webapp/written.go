@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -60,7 +60,7 @@ func (j *justWritten) observe(informer cache.SharedIndexInformer, kind string) e
 		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = tomb.Obj
 		}
-		if m, ok := obj.(metav1.Object); ok {
+		if m, err := meta.Accessor(obj); err == nil { // a metadata cache's Ref too
 			j.m.Delete(childKey(kind, m.GetNamespace(), m.GetName()))
 		}
 	}
