@@ -22,13 +22,19 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: generate
-generate: ## Regenerate deepcopy, defaulters, conversions, clientset, listers, informers, apply configurations, the CRD and docs/lines.md.
+generate: ## Regenerate deepcopy, defaulters, conversions, clientset, listers, informers, apply configurations, the CRD, docs/lines.md and docs/side-by-side.md.
 	hack/update-codegen.sh
 	@$(MAKE) --no-print-directory lines
+	@$(MAKE) --no-print-directory side-by-side
 
 .PHONY: lines
 lines: ## Recount the hand-written lines per Manager piece, handroll and its twin, into docs/lines.md (test/docs checks it is current).
 	$(GO) run ./hack/linecount -w
+
+# After lines: the page shows docs/lines.md's counts.
+.PHONY: side-by-side
+side-by-side: ## Write docs/side-by-side.md: the start sequence and the reconciler beside the twin's, step by step, with docs/lines.md's counts (test/docs checks it is current).
+	$(GO) run ./hack/sidebyside -w
 
 .PHONY: verify
 verify: verify-fmt verify-vet verify-codegen verify-deps lint ## Run every check CI runs before the tests.
