@@ -3,15 +3,20 @@
 # builds hack/compare/bin/handroll-twin, then runs test/webapp and test/e2e
 # with HANDROLL_OPERATOR_BINARY pointing at it, so that test/operator starts
 # the twin wherever it would start bin/handroll. Then the scenarios that the
-# options of --tuned change run again against the twin with --tuned.
+# options of --tuned change run again against the twin with --tuned. Last,
+# hack/compare/pitfalls shows controller-runtime's side of docs/pitfalls.md.
 #
 # Usage (from anywhere): hack/compare/test-twin.sh [extra go test flags]
 #
 # Every test of those packages that starts the operator runs, except these,
 # which test what only handroll has rather than WebApp behaviour:
-#   TestColdStandby              --leader-elect-warm-standby=false: the
-#                                manager always starts its cache before the
-#                                election, so the twin refuses the flag.
+#   TestColdStandby              reads handroll's "Caches synced" log line,
+#                                which the twin never writes. The twin takes
+#                                --leader-elect-warm-standby=false (warm-up
+#                                off), but its standby still lists and
+#                                watches WebApps: IndexField made that
+#                                informer in the manager's cache, which
+#                                starts on every replica.
 #   TestEveryMetricAppears       rest_client_request_duration_seconds, which
 #                                handroll registers and controller-runtime
 #                                does not (every other name is the same).
@@ -89,4 +94,7 @@ HANDROLL_OPERATOR_BINARY="$twin" KUBEBUILDER_ASSETS="$assets" \
 echo "--- the same operator with --tuned"
 HANDROLL_OPERATOR_BINARY="$tuned" KUBEBUILDER_ASSETS="$assets" \
   go test ./test/webapp/ -run "$tuned_run" -count=1 "$@" || status=$?
+echo "--- controller-runtime's side of docs/pitfalls.md"
+KUBEBUILDER_ASSETS="$assets" \
+  go -C hack/compare test -race -count=1 ./pitfalls/... "$@" || status=$?
 exit "$status"

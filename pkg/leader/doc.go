@@ -30,8 +30,10 @@
 // Warm standby. Every replica starts its informers and waits for them to
 // sync before Run; only the controllers wait for leadership. A standby that
 // wins reconciles from a full cache at once instead of listing everything
-// first. (The Manager does the same: caches are not leader-election
-// runnables.)
+// first. (The Manager starts its cache on every replica too, but at its
+// defaults that cache holds only the informers requested before Start: a
+// controller's informers are made when its sources start, on the leader,
+// unless config.Controller.EnableWarmup starts them first.)
 //
 // One leader, never two. client-go's election is not fenced: nothing stops
 // a replica that believes it leads from writing. So a leader that cannot

@@ -55,7 +55,10 @@ type options struct {
 	maxConcurrentReconciles int
 	operatorNamespace       string
 	leader                  leader.Options
-	tuned                   bool
+	// warmup is config.Controller.EnableWarmup: --leader-elect-warm-standby
+	// when given, else --tuned, so that the default twin keeps kubebuilder's
+	// default (off).
+	tuned, warmup bool
 }
 
 func (o *options) addFlags(fs *pflag.FlagSet) {
@@ -77,7 +80,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", 4, "WebApps reconciled in parallel.")
 	fs.StringVar(&o.operatorNamespace, "operator-namespace", "", "Namespace of the operator's own objects: the Lease (unless --leader-elect-resource-namespace says otherwise) and the webapp-directory ConfigMap. Empty: the pod's own namespace, else "+leader.FallbackNamespace+".")
 	o.leader.AddFlags(fs)
-	fs.BoolVar(&o.tuned, "tuned", false, "Also turn on the controller-runtime options that match the rest of handroll's design: the user's ConfigMaps cached as metadata only (their data read live), the typed ConfigMap cache filtered by label, kubectl's last-applied annotation stripped with managedFields, every controller warmed up before the Lease is won.")
+	fs.BoolVar(&o.tuned, "tuned", false, "Also turn on the controller-runtime options that match the rest of handroll's design: the user's ConfigMaps cached as metadata only (their data read live), the typed ConfigMap cache filtered by label, kubectl's last-applied annotation stripped with managedFields, every controller warmed up before the Lease is won (unless --"+leader.FlagWarmStandby+" is given).")
 
 	// klog's -v and --vmodule, as cmd/handroll; controller-runtime logs through klog.
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
@@ -96,9 +99,6 @@ func (o *options) validate() error {
 	if o.webhookPort != 0 {
 		errs = append(errs, fmt.Errorf("--webhook-port=%d: the twin serves no webhooks; only 0 is accepted", o.webhookPort))
 	}
-	if o.leader.Enabled && !o.leader.WarmStandby {
-		errs = append(errs, fmt.Errorf("--%s=false: the manager always starts its cache before the election", leader.FlagWarmStandby))
-	}
 	return errors.Join(errs...)
 }
 
@@ -112,6 +112,10 @@ func main() {
 		}
 		fmt.Fprintf(os.Stderr, "handroll-twin: %v\n", err)
 		os.Exit(2)
+	}
+	o.warmup = o.tuned
+	if fs.Changed(leader.FlagWarmStandby) {
+		o.warmup = o.leader.WarmStandby
 	}
 	if err := o.validate(); err != nil {
 		fmt.Fprintf(os.Stderr, "handroll-twin: %v\n", err)
@@ -164,20 +168,20 @@ func run(o options) error {
 	var namespaces map[string]cache.Config
 	configMaps := cache.ByObject{}
 	transform := cache.TransformStripManagedFields()
+	// With warm-up every controller starts its sources, and so its
+	// informers, on a standby, as handroll's warm standby fills its caches;
+	// without it a standby holds only the informers made before mgr.Start
+	// (the WebApps', by IndexField).
 	controllers := config.Controller{
 		MaxConcurrentReconciles: o.maxConcurrentReconciles,
 		CacheSyncTimeout:        o.cacheSyncTimeout,
+		EnableWarmup:            &o.warmup,
 	}
 	if o.tuned {
 		configMaps.Label = ours
 		// kubectl's last-applied annotation repeats the whole object, data
 		// included: handroll's transform drops it with managedFields.
 		transform = handrollcache.StripForCache
-		// Every controller's informers start on a standby, as handroll's
-		// warm standby has them; without it only the WebApp informer (made
-		// by IndexField) is filled before the Lease is won.
-		warmup := true
-		controllers.EnableWarmup = &warmup
 	}
 	if len(o.namespaces) > 0 {
 		namespaces = map[string]cache.Config{}
