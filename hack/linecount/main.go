@@ -38,6 +38,10 @@ import (
 // twinRoot is the twin's module, relative to the repository root.
 const twinRoot = "hack/compare"
 
+// twinExamples holds the learner's examples on controller-runtime, which
+// share the twin's module but are not part of the twin.
+const twinExamples = twinRoot + "/examples"
+
 // A piece is one row of the table: a piece of the Manager, the handroll
 // files that replace it and the twin files that configure or use it.
 //
@@ -219,7 +223,8 @@ func render(root string) ([]byte, error) {
 	tw := &side{byPiece: make([][]file, len(pieces))}
 	twinExists := slices.ContainsFunc(all, func(f string) bool { return under(f, twinRoot) })
 	if twinExists {
-		if tw, err = collect(root, all, []string{twinRoot}, func(p piece) []string {
+		twinFiles := slices.DeleteFunc(slices.Clone(all), func(f string) bool { return under(f, twinExamples) })
+		if tw, err = collect(root, twinFiles, []string{twinRoot}, func(p piece) []string {
 			var out []string
 			for _, t := range p.twin {
 				out = append(out, twinRoot+"/"+t)

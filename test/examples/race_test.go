@@ -1,0 +1,5 @@
+//go:build race
+
+package examples
+
+func init() { buildFlags = append(buildFlags, "-race") }
