@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -162,8 +163,10 @@ func start(ctx context.Context, o options) error {
 		if !warm && !isClosed(elector.Elected()) {
 			return nil
 		}
-		if !caches.HasSynced() {
-			return errors.New("the informers have not synced")
+		// Names only: why (a forbidden list, say) is in the log and in
+		// step 10's error, not on a port anyone in the cluster can probe.
+		if unsynced := caches.Unsynced(); len(unsynced) > 0 {
+			return fmt.Errorf("not synced: %s", strings.Join(unsynced, ", "))
 		}
 		return nil
 	}})

@@ -302,6 +302,20 @@ func (c *Caches) HasSynced() bool {
 	return true
 }
 
+// Unsynced returns the names of the informers that have not synced yet, in
+// the order they were requested ("v1 Services in all namespaces").
+func (c *Caches) Unsynced() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var names []string
+	for _, n := range c.named {
+		if !n.informer.HasSynced() {
+			names = append(names, n.name)
+		}
+	}
+	return names
+}
+
 // WaitForSync waits until every informer has synced, or ctx ends. The error
 // names each informer that had not synced and the last error its list or
 // watch met (for example RBAC forbidding the list).

@@ -34,6 +34,11 @@ var (
 	buildErr  error
 )
 
+// Replaced reports whether HANDROLL_OPERATOR_BINARY names another build
+// of the operator (see Binary): a scenario then checks behaviour, not
+// handroll's own wording.
+func Replaced() bool { return os.Getenv("HANDROLL_OPERATOR_BINARY") != "" }
+
 // Binary builds cmd/handroll once per test binary and returns its path.
 //
 // When the environment variable HANDROLL_OPERATOR_BINARY is set, Binary

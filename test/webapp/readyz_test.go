@@ -14,7 +14,8 @@ import (
 )
 
 // TestReadyzFollowsCacheSync runs handroll as a user RBAC does not yet
-// allow to list anything: /readyz fails on the informer-sync check; once a
+// allow to list anything: /readyz fails on the informer-sync check, naming
+// the informers that have not synced; once a
 // ClusterRoleBinding grants the user access, the caches sync and /readyz
 // passes, without a restart.
 func TestReadyzFollowsCacheSync(t *testing.T) {
@@ -33,6 +34,11 @@ func TestReadyzFollowsCacheSync(t *testing.T) {
 		code, body := op.Readyz(t)
 		return code == 500 && strings.Contains(body, "[-]informer-sync failed"), nil
 	})
+	// It names the informers that have not synced, so that an operator
+	// knows what to grant; why (the forbidden error) is in the log.
+	if _, body := op.Readyz(t); !operator.Replaced() && !strings.Contains(body, "handroll.dev/v1 WebApps in all namespaces") {
+		t.Errorf("/readyz does not name the unsynced WebApp informer:\n%s", body)
+	}
 	// It stays unready while forbidden.
 	time.Sleep(2 * time.Second)
 	if code, body := op.Readyz(t); code != 500 {
