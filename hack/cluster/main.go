@@ -118,6 +118,9 @@ func up(l layout, nodes int, real *controlplane.RealNodeOptions) error {
 		Detach:   true,
 		RealNode: real,
 		Progress: os.Stdout,
+		// The sharded list and watch (alpha) that --shards uses, so that
+		// each replica caches only its ranges (pkg/shard).
+		APIServerArgs: []string{"--feature-gates=ShardedListAndWatch=true"},
 	})
 	if err != nil {
 		// Start stopped what it started; the state saved so far is gone.

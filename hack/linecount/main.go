@@ -162,6 +162,12 @@ var pieces = []piece{
 		handroll: []string{"pkg/certs/"},
 		twinNote: "none",
 	},
+	{
+		name:     "Sharding: hash ranges, their assignment, membership, the API server's shardSelector (not in the Manager: one leader runs every controller)",
+		kind:     handrollOnly,
+		handroll: []string{"pkg/shard/"},
+		twinNote: "none",
+	},
 }
 
 // handrollRoots are the directories searched for handroll's hand-written

@@ -1,0 +1,76 @@
+// Command shardbalance measures how evenly pkg/shard spreads WebApps over
+// replicas when they are hashed by namespace, against hashing each by its
+// uid: the measurement behind pkg/shard's choice of key.
+//
+//	go run ./hack/shardbalance [-namespaces 30] [-webapps 600] [-ranges 12] [-replicas 3] [-trials 1000]
+//
+// Each trial draws fresh namespace names and uids; the load of a replica is
+// the WebApps in the ranges Assign gives it. It prints the heaviest
+// replica's load over the ideal (webapps / replicas): its median, 90th
+// percentile and worst over the trials, for each key.
+package main
+
+import (
+	"crypto/rand"
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+
+	"github.com/handroll/handroll/pkg/shard"
+)
+
+func main() {
+	namespaces := flag.Int("namespaces", 30, "Namespaces the WebApps are spread over, evenly.")
+	webapps := flag.Int("webapps", 600, "WebApps in all.")
+	ranges := flag.Int("ranges", 12, "Ranges (--shards).")
+	replicas := flag.Int("replicas", 3, "Live replicas.")
+	trials := flag.Int("trials", 1000, "Draws of namespace names and uids.")
+	flag.Parse()
+	if *namespaces < 1 || *webapps < *namespaces || *ranges < 1 || *replicas < 1 || *trials < 1 {
+		fmt.Fprintln(os.Stderr, "shardbalance: every count must be positive, and webapps at least namespaces")
+		os.Exit(2)
+	}
+	members := make([]string, *replicas)
+	for i := range members {
+		members[i] = fmt.Sprintf("replica-%d", i)
+	}
+	owner := make([]int, *ranges)
+	for m, rs := range shard.Assign(*ranges, members) {
+		for _, r := range rs {
+			owner[r] = slices.Index(members, m)
+		}
+	}
+	ideal := float64(*webapps) / float64(*replicas)
+	var byNamespace, byUID []float64
+	for range *trials {
+		nsLoad := make([]int, *replicas)
+		uidLoad := make([]int, *replicas)
+		names := make([]string, *namespaces)
+		for i := range names {
+			names[i] = "team-" + random()
+		}
+		for i := range *webapps {
+			nsLoad[owner[shard.Of(names[i%*namespaces], *ranges)]]++
+			uidLoad[owner[shard.Of(random(), *ranges)]]++
+		}
+		byNamespace = append(byNamespace, float64(slices.Max(nsLoad))/ideal)
+		byUID = append(byUID, float64(slices.Max(uidLoad))/ideal)
+	}
+	fmt.Printf("%d WebApps in %d namespaces, %d ranges, %d replicas, %d trials\n", *webapps, *namespaces, *ranges, *replicas, *trials)
+	fmt.Println("heaviest replica / ideal   median   p90    worst")
+	for _, row := range []struct {
+		key string
+		v   []float64
+	}{{"namespace", byNamespace}, {"uid", byUID}} {
+		slices.Sort(row.v)
+		fmt.Printf("%-26s %6.2f %6.2f %6.2f\n", row.key, row.v[len(row.v)/2], row.v[len(row.v)*9/10], row.v[len(row.v)-1])
+	}
+}
+
+// random is 16 hex digits, a stand-in for a uid or a namespace's suffix.
+func random() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("%x", b)
+}

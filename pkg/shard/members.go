@@ -1,0 +1,144 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+)
+
+// MemberLabel marks a membership Lease; its value is the group's name, so
+// that two installs in one namespace do not count each other.
+const MemberLabel = "handroll.dev/shard-member"
+
+// Members announces this replica in a Lease of its own and tells which
+// replicas are live. A member is live while its Lease keeps being renewed:
+// liveness is judged, as client-go's election judges a leader, by when this
+// replica last saw the renewal change, never by comparing clocks. A wrong
+// answer costs balance, never safety: each range's own Lease fences it.
+type Members struct {
+	Client    coordinationclient.LeasesGetter
+	Namespace string
+	// Group names the set of replicas: "handroll-leader", say.
+	Group    string
+	Identity string
+	// Duration is how long a member stays live after its last renewal is
+	// seen; it renews every Duration/3.
+	Duration time.Duration
+
+	mu       sync.Mutex
+	observed map[string]observation
+}
+
+type observation struct {
+	renew string // the Lease's renewTime as last seen
+	at    time.Time
+}
+
+// leaseName is the membership Lease of identity. The identity itself is
+// the holder: it need not be a valid object name (hostname_uuid is not).
+func (m *Members) leaseName(identity string) string {
+	return fmt.Sprintf("%s-member-%016x", m.Group, Hash(identity))
+}
+
+// Run renews this replica's Lease until ctx ends, then deletes it, so that
+// the others rebalance at once rather than after Duration. A renewal that
+// fails is retried at the next tick; Run returns only when ctx ends.
+func (m *Members) Run(ctx context.Context) error {
+	if m.Duration <= 0 || m.Identity == "" || m.Group == "" {
+		return errors.New("shard.Members needs a Group, an Identity and a Duration")
+	}
+	tick := time.NewTicker(m.Duration / 3)
+	defer tick.Stop()
+	for {
+		_ = m.Announce(ctx) // the next tick retries; Live judges by what it sees
+		select {
+		case <-ctx.Done():
+			// A fresh context: ctx has ended, and the Lease must still go.
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.Duration/3)
+			defer cancel()
+			err := m.Client.Leases(m.Namespace).Delete(dctx, m.leaseName(m.Identity), metav1.DeleteOptions{})
+			if apierrors.IsNotFound(err) {
+				err = nil
+			}
+			return err
+		case <-tick.C:
+		}
+	}
+}
+
+// Announce creates or renews this replica's Lease once.
+func (m *Members) Announce(ctx context.Context) error {
+	leases := m.Client.Leases(m.Namespace)
+	now := metav1.NewMicroTime(time.Now())
+	seconds := int32((m.Duration + time.Second - 1) / time.Second)
+	name := m.leaseName(m.Identity)
+	l, err := leases.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = leases.Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{MemberLabel: m.Group}},
+			Spec: coordinationv1.LeaseSpec{
+				HolderIdentity: &m.Identity, LeaseDurationSeconds: &seconds,
+				AcquireTime: &now, RenewTime: &now,
+			},
+		}, metav1.CreateOptions{})
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	l.Spec.RenewTime = &now
+	l.Spec.LeaseDurationSeconds = &seconds
+	_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+	return err
+}
+
+// Live lists the membership Leases and returns the identities of the live
+// members, sorted; this replica is among them once its Lease exists.
+func (m *Members) Live(ctx context.Context) ([]string, error) {
+	list, err := m.Client.Leases(m.Namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: labels.SelectorFromSet(labels.Set{MemberLabel: m.Group}).String(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.observed == nil {
+		m.observed = map[string]observation{}
+	}
+	seen := map[string]bool{}
+	var live []string
+	for _, l := range list.Items {
+		if l.Spec.HolderIdentity == nil || l.Spec.RenewTime == nil {
+			continue
+		}
+		id := *l.Spec.HolderIdentity
+		seen[id] = true
+		renew := l.Spec.RenewTime.UTC().Format(time.RFC3339Nano)
+		o, ok := m.observed[id]
+		if !ok || o.renew != renew {
+			o = observation{renew: renew, at: now}
+			m.observed[id] = o
+		}
+		if now.Sub(o.at) < m.Duration {
+			live = append(live, id)
+		}
+	}
+	for id := range m.observed {
+		if !seen[id] {
+			delete(m.observed, id)
+		}
+	}
+	slices.Sort(live)
+	return live, nil
+}
