@@ -1,0 +1,205 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/klog/v2"
+
+	"github.com/handroll/handroll/pkg/leader"
+)
+
+// Coordinator runs this replica's share of the ranges. Every Interval it
+// reads the live members, computes Assign, and for each range assigned to
+// it runs an election on that range's own Lease, with Work as the leader's
+// callback; a range no longer assigned has its Work stopped, after which
+// its Lease is released for the replica it now belongs to.
+//
+// The Lease of a range fences it exactly as the single leader's Lease
+// fences today's controllers (pkg/leader): a replica that cannot renew a
+// range stops at once, and Run returns leader.ErrLeaseLost, on which the
+// process must exit without draining.
+type Coordinator struct {
+	Ranges  []Range
+	Members *Members
+	// Election is the options of every range's election; LeaseName is
+	// replaced by RangeLease's.
+	Election leader.Options
+	// NewElector builds an elector for opts (leader.New, with the process's
+	// rest.Config and registry).
+	NewElector func(opts leader.Options) (*leader.Elector, error)
+	// Work runs r's controllers until ctx ends, and returns once they have
+	// stopped.
+	Work func(ctx context.Context, r Range) error
+	// Interval is how often the members are read.
+	Interval time.Duration
+	Metrics  *Metrics
+}
+
+// RangeLease is the Lease of range r: its count is in the name, so that a
+// restart with another --shards never shares a Lease across a different
+// split.
+func RangeLease(group string, r Range) string {
+	return fmt.Sprintf("%s-shard-%d-of-%d", group, r.Index, r.Count)
+}
+
+type running struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+type rangeResult struct {
+	r         Range
+	err       error
+	cancelled bool // by us: a hand-over or the stop
+}
+
+// Run coordinates until ctx ends, then stops every range's work, releases
+// their Leases and leaves the membership. It returns nil then, the first
+// ErrLeaseLost (at once), or the first error a range's work returned.
+func (c *Coordinator) Run(ctx context.Context) error {
+	if len(c.Ranges) == 0 || c.Members == nil || c.Work == nil || c.NewElector == nil || c.Interval <= 0 {
+		return errors.New("shard.Coordinator needs ranges, members, an elector, work and an interval")
+	}
+	logger := klog.FromContext(ctx).WithValues("identity", c.Members.Identity)
+	membersCtx, leave := context.WithCancel(context.WithoutCancel(ctx))
+	membersDone := make(chan error, 1)
+	go func() { membersDone <- c.Members.Run(membersCtx) }()
+
+	held := map[int]*running{}
+	results := make(chan rangeResult, len(c.Ranges))
+	var wg sync.WaitGroup
+	stopAll := func() {
+		for _, h := range held {
+			h.cancel()
+		}
+		wg.Wait()
+		leave()
+		if err := <-membersDone; err != nil {
+			// The others drop it after Members.Duration instead.
+			logger.Error(err, "Leaving the shard members")
+		}
+	}
+
+	tick := time.NewTicker(c.Interval)
+	defer tick.Stop()
+	for {
+		live, err := c.Members.Live(ctx)
+		switch {
+		case err != nil:
+			logger.Error(err, "Reading the shard members; keeping the ranges held")
+		default:
+			if !slices.Contains(live, c.Members.Identity) {
+				// Its own Lease not seen yet: count itself in, so that it
+				// does not wait a whole interval to take a share.
+				live = append(live, c.Members.Identity)
+			}
+			want := Assign(len(c.Ranges), live)[c.Members.Identity]
+			for i, h := range held {
+				if !slices.Contains(want, i) {
+					logger.Info("Handing the range over", "range", c.Ranges[i], "members", live)
+					h.cancel()
+				}
+			}
+			for _, i := range want {
+				if _, ok := held[i]; ok {
+					continue
+				}
+				h, err := c.start(ctx, c.Ranges[i], results, &wg)
+				if err != nil {
+					stopAll()
+					return err
+				}
+				held[i] = h
+			}
+		}
+		select {
+		case <-ctx.Done():
+			stopAll()
+			return nil
+		case res := <-results:
+			h := held[res.r.Index]
+			delete(held, res.r.Index)
+			<-h.done
+			switch {
+			case errors.Is(res.err, leader.ErrLeaseLost):
+				return res.err // no draining: another replica may hold it already
+			case !res.cancelled:
+				stopAll()
+				return fmt.Errorf("range %v: %w", res.r, res.err)
+			case res.err != nil:
+				// Handed over; its Lease was released once the work ended.
+				logger.Error(res.err, "The range's work ended with an error on its hand-over", "range", res.r)
+			}
+		case <-tick.C:
+		}
+	}
+}
+
+// start runs the election of r in a goroutine until its context is
+// cancelled or the election ends; how it ended is sent to results.
+func (c *Coordinator) start(ctx context.Context, r Range, results chan<- rangeResult, wg *sync.WaitGroup) (*running, error) {
+	opts := c.Election
+	opts.LeaseName = RangeLease(c.Members.Group, r)
+	opts.Identity = c.Members.Identity
+	e, err := c.NewElector(opts)
+	if err != nil {
+		return nil, fmt.Errorf("range %v: %w", r, err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	h := &running{cancel: cancel, done: make(chan struct{})}
+	wg.Go(func() {
+		defer close(h.done)
+		err := e.Run(rctx, func(leading context.Context) error {
+			c.Metrics.held(r, true)
+			defer c.Metrics.held(r, false)
+			return c.Work(leading, r)
+		})
+		results <- rangeResult{r: r, err: err, cancelled: rctx.Err() != nil}
+	})
+	return h, nil
+}
+
+// Metrics are the coordinator's: the ranges held, and the hand-overs.
+type Metrics struct {
+	rangesHeld prometheus.Gauge
+	acquired   prometheus.Counter
+}
+
+// NewMetrics registers handroll_shard_ranges_held and
+// handroll_shard_range_acquisitions_total in reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		rangesHeld: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "handroll_shard_ranges_held",
+			Help: "Ranges of WebApps this replica holds the Lease of and reconciles.",
+		}),
+		acquired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "handroll_shard_range_acquisitions_total",
+			Help: "Times this replica took over a range: at start, after a hand-over or a replica's loss.",
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.rangesHeld, m.acquired} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *Metrics) held(_ Range, on bool) {
+	if m == nil {
+		return
+	}
+	if on {
+		m.rangesHeld.Inc()
+		m.acquired.Inc()
+		return
+	}
+	m.rangesHeld.Dec()
+}

@@ -1,0 +1,203 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/handroll/handroll/pkg/leader"
+	"github.com/handroll/handroll/pkg/shard"
+)
+
+// record is one stretch of a range's work on one replica.
+type record struct {
+	replica    string
+	start, end time.Time // end zero while running
+}
+
+type ledger struct {
+	mu      sync.Mutex
+	byRange map[int][]*record
+}
+
+func (l *ledger) work(replica string) func(ctx context.Context, r shard.Range) error {
+	return func(ctx context.Context, r shard.Range) error {
+		rec := &record{replica: replica, start: time.Now()}
+		l.mu.Lock()
+		l.byRange[r.Index] = append(l.byRange[r.Index], rec)
+		l.mu.Unlock()
+		<-ctx.Done()
+		time.Sleep(50 * time.Millisecond) // in-flight work draining
+		l.mu.Lock()
+		rec.end = time.Now()
+		l.mu.Unlock()
+		return nil
+	}
+}
+
+// holders returns the replica running each range now ("" for none, "+" for
+// more than one).
+func (l *ledger) holders(n int) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]string, n)
+	for i := range n {
+		for _, rec := range l.byRange[i] {
+			if rec.end.IsZero() {
+				if out[i] != "" {
+					out[i] = "+"
+				} else {
+					out[i] = rec.replica
+				}
+			}
+		}
+	}
+	return out
+}
+
+// overlaps reports every two stretches of one range on different replicas
+// that overlap in time.
+func (l *ledger) overlaps() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for i, recs := range l.byRange {
+		for a := range recs {
+			for b := a + 1; b < len(recs); b++ {
+				x, y := recs[a], recs[b]
+				xEnd, yEnd := x.end, y.end
+				if xEnd.IsZero() {
+					xEnd = time.Now()
+				}
+				if yEnd.IsZero() {
+					yEnd = time.Now()
+				}
+				if x.start.Before(yEnd) && y.start.Before(xEnd) {
+					out = append(out, fmt.Sprintf("range %d: %s [%s, %s] and %s [%s, %s]", i, x.replica, x.start.Format("15:04:05.000"), xEnd.Format("15:04:05.000"), y.replica, y.start.Format("15:04:05.000"), yEnd.Format("15:04:05.000")))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestCoordinatorsSplitAndHandOverRanges: 12 ranges, replicas joining one
+// by one, then one leaving gracefully. Every range ends up run by exactly
+// one replica, no replica runs more than ceil(12 / replicas), and no range
+// ever runs on two replicas at overlapping times.
+func TestCoordinatorsSplitAndHandOverRanges(t *testing.T) {
+	if env == nil {
+		t.Skip("needs the control plane")
+	}
+	ns := env.Namespace(t)
+	client, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 12
+	ranges, _ := shard.Ranges(n)
+	l := &ledger{byRange: map[int][]*record{}}
+	opts := leader.DefaultOptions()
+	opts.LeaseNamespace = ns
+	opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod = 4*time.Second, 2*time.Second, 500*time.Millisecond
+
+	type replica struct {
+		cancel context.CancelFunc
+		done   chan struct{}
+		err    *error // Run's result, once done is closed
+	}
+	start := func(id string) replica {
+		c := &shard.Coordinator{
+			Ranges:   ranges,
+			Members:  &shard.Members{Client: client.CoordinationV1(), Namespace: ns, Group: "handroll-leader", Identity: id, Duration: 3 * time.Second},
+			Election: opts,
+			NewElector: func(o leader.Options) (*leader.Elector, error) {
+				return leader.New(env.Config, o, prometheus.NewRegistry())
+			},
+			Work:     l.work(id),
+			Interval: 300 * time.Millisecond,
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		r := replica{cancel: cancel, done: make(chan struct{}), err: new(error)}
+		go func() { defer close(r.done); *r.err = c.Run(ctx) }()
+		t.Cleanup(func() {
+			cancel()
+			select {
+			case <-r.done:
+			case <-time.After(30 * time.Second):
+				t.Errorf("%s: Run did not return after its context ended", id)
+			}
+		})
+		return r
+	}
+	balanced := func(what string, replicas ...string) {
+		t.Helper()
+		limit := (n + len(replicas) - 1) / len(replicas)
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			hs := l.holders(n)
+			count := map[string]int{}
+			ok := true
+			for _, h := range hs {
+				count[h]++
+				if h == "" || h == "+" {
+					ok = false
+				}
+			}
+			for _, id := range replicas {
+				if count[id] > limit || count[id] == 0 {
+					ok = false
+				}
+			}
+			if ok && len(count) == len(replicas) {
+				t.Logf("%s: %v", what, hs)
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: ranges run by %v, want each of %v on at most %d", what, hs, replicas, limit)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+
+	a := start("replica-a")
+	balanced("one replica", "replica-a")
+	began := time.Now()
+	start("replica-b")
+	balanced("two replicas", "replica-a", "replica-b")
+	t.Logf("balanced over two replicas %s after the second started", time.Since(began).Round(time.Millisecond))
+	start("replica-c")
+	balanced("three replicas", "replica-a", "replica-b", "replica-c")
+
+	// a leaves gracefully: its ranges go to the others.
+	began = time.Now()
+	a.cancel()
+	<-a.done
+	if *a.err != nil {
+		t.Fatalf("a's Run: %v", *a.err)
+	}
+	balanced("after a left", "replica-b", "replica-c")
+	t.Logf("balanced over two replicas %s after a stopped", time.Since(began).Round(time.Millisecond))
+
+	if o := l.overlaps(); len(o) > 0 {
+		t.Errorf("ranges ran on two replicas at once:\n%v", o)
+	}
+}
+
+// TestLedgerFindsOverlaps: the overlap check above is able to fail.
+func TestLedgerFindsOverlaps(t *testing.T) {
+	t0 := time.Now()
+	l := &ledger{byRange: map[int][]*record{
+		0: {{replica: "a", start: t0, end: t0.Add(time.Second)}, {replica: "b", start: t0.Add(time.Second + time.Millisecond)}},
+		1: {{replica: "a", start: t0, end: t0.Add(time.Second)}, {replica: "b", start: t0.Add(999 * time.Millisecond), end: t0.Add(2 * time.Second)}},
+	}}
+	if o := l.overlaps(); len(o) != 1 || !strings.HasPrefix(o[0], "range 1:") {
+		t.Errorf("overlaps = %q, want range 1's alone", o)
+	}
+}
