@@ -99,6 +99,9 @@ func start(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("step 6, leader election: %w", err)
 	}
+	if err := validateShards(o); err != nil {
+		return fmt.Errorf("step 6, leader election: %w", err)
+	}
 	health := &server.Health{}
 	health.AddLivenessCheck(server.Ping)
 	health.AddLivenessCheck(elector.HealthCheck())
@@ -134,27 +137,23 @@ func start(ctx context.Context, o options) error {
 	// (builder.OnlyMetadata): enough to see a child's name taken and a
 	// referenced ConfigMap change. managedFields are dropped before objects
 	// are stored (DefaultTransform).
+	// With --shards, steps 8 to 12 run per range instead (sharded.go).
+	if o.shards > 0 {
+		return startSharded(ctx, o, shardedDeps{
+			cfg: cfg, kube: kubeClient, handroll: handrollClient, metadata: metadataClient,
+			recorder: recorder, broadcaster: broadcaster, eventSink: eventSink,
+			registry: registry, health: health, srvs: srvs, identity: elector.Identity(),
+		})
+	}
 	caches := handrollcache.New(kubeClient, handrollClient, metadataClient, handrollcache.Options{
 		Namespaces:        o.namespaces,
 		ChildSelector:     webapp.LabelManagedBy + "=" + webapp.ManagedBy,
 		SyncPeriod:        o.syncPeriod,
 		OperatorNamespace: o.operatorNamespace,
 	})
-	webappInformers := caches.WebApps()
-	for _, inf := range webappInformers {
-		if err := webapp.AddIndexers(inf); err != nil {
-			return fmt.Errorf("step 8, cache: %w", err)
-		}
-	}
-	informerSet := webapp.Informers{
-		WebApps:     webappInformers,
-		Deployments: caches.Deployments(),
-		Services:    caches.Services(),
-		ConfigMaps:  caches.ConfigMaps(),
-
-		DeploymentMetadata: caches.Metadata(handrollcache.DeploymentsResource),
-		ServiceMetadata:    caches.Metadata(handrollcache.ServicesResource),
-		ConfigMapMetadata:  caches.Metadata(handrollcache.ConfigMapsResource),
+	informerSet, err := webAppInformers(caches)
+	if err != nil {
+		return fmt.Errorf("step 8, cache: %w", err)
 	}
 	// Without warm standby a standby has no caches to wait for: it is ready
 	// to serve its webhooks and to take over.
@@ -193,20 +192,7 @@ func start(ctx context.Context, o options) error {
 	// when a reconcile hangs: a standby then takes over within a retry
 	// period rather than a lease duration.
 	drain := drainTimeout(o.shutdownTimeout)
-	webappController, err := webapp.NewController(&webapp.Reconciler{
-		WebApps:               caches.WebAppLister(),
-		Deployments:           caches.DeploymentLister(),
-		Services:              caches.ServiceLister(),
-		ConfigMaps:            caches.ConfigMapLister(),
-		Client:                handrollClient,
-		Kube:                  kubeClient,
-		Recorder:              recorder,
-		ChildrenCacheFiltered: true,
-		DeploymentMeta:        caches.MetadataLister(handrollcache.DeploymentsResource),
-		ServiceMeta:           caches.MetadataLister(handrollcache.ServicesResource),
-		ConfigMapMeta:         caches.MetadataLister(handrollcache.ConfigMapsResource),
-		RefConfigMaps:         &webapp.RefConfigMaps{Kube: kubeClient},
-	}, informerSet, controller.Options{
+	webappController, err := newWebAppController(caches, informerSet, kubeClient, handrollClient, recorder, controller.Options{
 		MaxConcurrentReconciles: o.maxConcurrentReconciles,
 		Registerer:              registry,
 		ShutdownTimeout:         drain,
@@ -313,6 +299,46 @@ func start(ctx context.Context, o options) error {
 		st.election = nil
 	}
 	return st.stop(runErr)
+}
+
+// webAppInformers requests the informers the WebApp controller watches
+// from caches, and adds its index to the WebApps' (before they start).
+func webAppInformers(caches *handrollcache.Caches) (webapp.Informers, error) {
+	webapps := caches.WebApps()
+	for _, inf := range webapps {
+		if err := webapp.AddIndexers(inf); err != nil {
+			return webapp.Informers{}, err
+		}
+	}
+	return webapp.Informers{
+		WebApps:     webapps,
+		Deployments: caches.Deployments(),
+		Services:    caches.Services(),
+		ConfigMaps:  caches.ConfigMaps(),
+
+		DeploymentMetadata: caches.Metadata(handrollcache.DeploymentsResource),
+		ServiceMetadata:    caches.Metadata(handrollcache.ServicesResource),
+		ConfigMapMetadata:  caches.Metadata(handrollcache.ConfigMapsResource),
+	}, nil
+}
+
+// newWebAppController is the WebApp controller on caches: its reconciler
+// reads their listers and writes through the clients.
+func newWebAppController(caches *handrollcache.Caches, inf webapp.Informers, kube kubernetes.Interface, handroll clientset.Interface, recorder events.EventRecorder, opts controller.Options) (*controller.Controller, error) {
+	return webapp.NewController(&webapp.Reconciler{
+		WebApps:               caches.WebAppLister(),
+		Deployments:           caches.DeploymentLister(),
+		Services:              caches.ServiceLister(),
+		ConfigMaps:            caches.ConfigMapLister(),
+		Client:                handroll,
+		Kube:                  kube,
+		Recorder:              recorder,
+		ChildrenCacheFiltered: true,
+		DeploymentMeta:        caches.MetadataLister(handrollcache.DeploymentsResource),
+		ServiceMeta:           caches.MetadataLister(handrollcache.ServicesResource),
+		ConfigMapMeta:         caches.MetadataLister(handrollcache.ConfigMapsResource),
+		RefConfigMaps:         &webapp.RefConfigMaps{Kube: kube},
+	}, inf, opts)
 }
 
 // drainTimeout is how long the controllers may take, after the stop begins,

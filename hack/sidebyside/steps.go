@@ -151,6 +151,7 @@ var pairs = []pair{
 				does:  "Informers for WebApps and the children, per namespace, label-filtered, metadata only where the whole object is not needed, and the readiness check that they have synced.",
 				handroll: side{parts: []part{
 					stmts(hrStart, "start", "// Step 8 —", "// Step 9 —"),
+					whole(hrStart, "webAppInformers"),
 					whole(hrStart, "isClosed"),
 				}},
 				twin: side{
@@ -170,6 +171,7 @@ var pairs = []pair{
 				does:  "The WebApp controller and the directory's controller, with their reconcilers, workers and the time they get to drain.",
 				handroll: side{parts: []part{
 					stmts(hrStart, "start", "// Step 9 —", "// Step 10 —"),
+					whole(hrStart, "newWebAppController"),
 					whole(hrStart, "drainTimeout"),
 				}},
 				twin: side{

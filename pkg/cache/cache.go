@@ -41,6 +41,10 @@ type Options struct {
 	// directory). When Namespaces leaves it out, its ConfigMaps labelled
 	// with ChildSelector are cached as well.
 	OperatorNamespace string
+	// ShardSelector, when set, narrows every cache but the operator
+	// namespace's to the objects it selects (metav1.ListOptions'
+	// shardSelector: pkg/shard). The API server must apply it.
+	ShardSelector string
 }
 
 // Caches are the informers of one operator: WebApps; the Deployments,
@@ -84,13 +88,14 @@ func New(kube kubernetes.Interface, handroll clientset.Interface, meta metadata.
 	if len(c.namespaces) == 0 {
 		c.namespaces = []string{metav1.NamespaceAll}
 	}
+	shard := func(lo *metav1.ListOptions) { lo.ShardSelector = o.ShardSelector }
 	for _, ns := range c.namespaces {
 		c.handroll[ns] = informers.NewSharedInformerFactoryWithOptions(handroll, o.SyncPeriod,
-			informers.WithNamespace(ns), informers.WithTransform(StripForCache))
+			informers.WithNamespace(ns), informers.WithTransform(StripForCache), informers.WithTweakListOptions(shard))
 		c.children[ns] = kubeinformers.NewSharedInformerFactoryWithOptions(kube, o.SyncPeriod,
 			kubeinformers.WithNamespace(ns), kubeinformers.WithTransform(StripForCache),
-			kubeinformers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = o.ChildSelector }))
-		c.metadata[ns] = metadatainformer.NewFilteredSharedInformerFactory(meta, o.SyncPeriod, ns, nil)
+			kubeinformers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = o.ChildSelector; shard(lo) }))
+		c.metadata[ns] = metadatainformer.NewFilteredSharedInformerFactory(meta, o.SyncPeriod, ns, shard)
 	}
 	if ns := o.OperatorNamespace; ns != "" {
 		if _, ok := c.factoryNamespace(ns); !ok {

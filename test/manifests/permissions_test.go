@@ -77,6 +77,10 @@ var operatorNeeds = []need{
 	// --leader-elect-resource-name chooses it.
 	{operatorNamespace, "coordination.k8s.io", "leases", []string{"get", "create", "update"}, nil,
 		"pkg/leader/elector.go Elector.Run (client-go's LeaderElector through resourcelock.LeaseLock Get/Create/Update) and Elector.release"},
+	// With --shards: one membership Lease per replica, listed by label and
+	// deleted on a clean stop; the ranges' Leases are elected as above.
+	{operatorNamespace, "coordination.k8s.io", "leases", []string{"list", "delete"}, nil,
+		"pkg/shard/members.go Members.Live (list by label) and Members.Run (delete its own on a clean stop)"},
 
 	// Self-managed webhook certificates, on every replica (pkg/certs;
 	// not used with --webhook-cert-dir). The names are the defaults of

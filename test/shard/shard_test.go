@@ -41,7 +41,7 @@ func TestServerFiltersIsDetected(t *testing.T) {
 	if env == nil {
 		t.Skip("needs the control plane")
 	}
-	ok, err := shard.ServerFilters(context.Background(), dynamicClient(t, env), env.Namespace(t))
+	ok, err := shard.ServerFilters(context.Background(), env.KubeClient(t), env.Namespace(t))
 	if err != nil || !ok {
 		t.Errorf("ServerFilters = %v, %v; want true with the gate on", ok, err)
 	}
@@ -63,7 +63,7 @@ func TestServerWithoutTheGateIsDetected(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = plain.Stop() })
 	client := dynamicClient(t, plain)
-	ok, err := shard.ServerFilters(ctx, client, "default")
+	ok, err := shard.ServerFilters(ctx, plain.KubeClient(t), "default")
 	if err != nil || ok {
 		t.Errorf("without the gate: ServerFilters = %v, %v; want false", ok, err)
 	}

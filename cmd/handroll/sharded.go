@@ -1,0 +1,231 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+
+	handrollcache "github.com/handroll/handroll/pkg/cache"
+	"github.com/handroll/handroll/pkg/controller"
+	"github.com/handroll/handroll/pkg/controller/webapp"
+	clientset "github.com/handroll/handroll/pkg/generated/clientset/versioned"
+	"github.com/handroll/handroll/pkg/leader"
+	"github.com/handroll/handroll/pkg/server"
+	"github.com/handroll/handroll/pkg/shard"
+)
+
+// maxShards bounds --shards: each range costs a Lease renewed every retry
+// period by its holder.
+const maxShards = 1024
+
+// validateShards checks --shards against the other flags.
+func validateShards(o options) error {
+	switch {
+	case o.shards < 0 || o.shards > maxShards:
+		return fmt.Errorf("--shards=%d: must be between 0 (one leader) and %d", o.shards, maxShards)
+	case o.shards > 0 && !o.leader.Enabled:
+		return fmt.Errorf("--shards=%d needs --leader-elect: each range is fenced by a Lease", o.shards)
+	}
+	return nil
+}
+
+// shardedDeps is what steps 3 to 7 built, for the sharded steps 8 to 12.
+type shardedDeps struct {
+	cfg         *rest.Config
+	kube        kubernetes.Interface
+	handroll    clientset.Interface
+	metadata    metadata.Interface
+	recorder    events.EventRecorder
+	broadcaster events.EventBroadcaster
+	eventSink   *flushingSink
+	registry    prometheus.Registerer
+	health      *server.Health
+	srvs        *servers
+	identity    string
+}
+
+// startSharded is steps 8 to 12 with --shards: instead of one leader
+// running one controller over every WebApp, a shard.Coordinator runs this
+// replica's share of the ranges, each on its own Lease, with caches of
+// that range's namespaces alone and a controller of its own. The
+// directory is not written in this mode (docs/sharding.md).
+func startSharded(ctx context.Context, o options, d shardedDeps) error {
+	// Step 8 — cache, per range. The API server must narrow the lists and
+	// watches: without the feature gate it ignores the selector, and every
+	// range's cache would hold, and its controller reconcile, everything.
+	probeCtx, cancelProbe := context.WithTimeout(ctx, 30*time.Second)
+	filters, err := shard.ServerFilters(probeCtx, d.kube, o.operatorNamespace)
+	cancelProbe()
+	if err != nil {
+		return fmt.Errorf("step 8, cache: %w", err)
+	}
+	if !filters {
+		return fmt.Errorf("step 8, cache: --shards=%d: the API server does not apply shardSelector to lists and watches (turn its ShardedListAndWatch feature gate on)", o.shards)
+	}
+	ranges, err := shard.Ranges(o.shards)
+	if err != nil {
+		return fmt.Errorf("step 8, cache: %w", err)
+	}
+	held := &heldCaches{byRange: map[int]*handrollcache.Caches{}}
+	d.health.AddReadinessCheck(server.Check{Name: "informer-sync", Check: func(*http.Request) error {
+		if unsynced := held.unsynced(); len(unsynced) > 0 {
+			return fmt.Errorf("not synced: %s", strings.Join(unsynced, ", "))
+		}
+		return nil
+	}})
+
+	// Step 9 — controllers, one per range held, each named after its range
+	// in its metrics, logs and journal lines.
+	controller.RegisterWorkqueueMetrics(d.registry)
+	var journal controller.Journal
+	if o.reconcileJournal != "" {
+		j, err := controller.OpenJournal(o.reconcileJournal, d.identity, o.reconcileJournalMaxMiB<<20)
+		if err != nil {
+			return fmt.Errorf("step 9, controllers: %w", err)
+		}
+		defer j.Close()
+		journal = j
+	}
+	drain := drainTimeout(o.shutdownTimeout)
+	work := func(ctx context.Context, r shard.Range) error {
+		caches := handrollcache.New(d.kube, d.handroll, d.metadata, handrollcache.Options{
+			Namespaces:    o.namespaces,
+			ChildSelector: webapp.LabelManagedBy + "=" + webapp.ManagedBy,
+			SyncPeriod:    o.syncPeriod,
+			ShardSelector: r.Selector(),
+		})
+		inf, err := webAppInformers(caches)
+		if err != nil {
+			return err
+		}
+		c, err := newWebAppController(caches, inf, d.kube, d.handroll, d.recorder, controller.Options{
+			Name:                    fmt.Sprintf("%s-%d-of-%d", webapp.ControllerName, r.Index, r.Count),
+			MaxConcurrentReconciles: o.maxConcurrentReconciles,
+			Registerer:              d.registry,
+			ShutdownTimeout:         drain,
+			Journal:                 journal,
+		})
+		if err != nil {
+			return err
+		}
+		stop := make(chan struct{})
+		held.add(r, caches)
+		defer func() {
+			held.remove(r)
+			close(stop)
+			caches.Shutdown()
+		}()
+		// Step 10, per range — its caches, bounded, then its controller.
+		caches.Start(stop)
+		syncCtx, cancelSync := context.WithTimeout(ctx, o.cacheSyncTimeout)
+		defer cancelSync()
+		if err := caches.WaitForSync(syncCtx); err != nil {
+			if ctx.Err() != nil {
+				return nil // handed over, or stopped, while it filled
+			}
+			return fmt.Errorf("step 10, range %v: caches not synced within --cache-sync-timeout=%s: %w", r, o.cacheSyncTimeout, err)
+		}
+		klog.InfoS("Range held; starting its controller", "range", r)
+		return c.Start(ctx, caches.HasSynced)
+	}
+	metrics, err := shard.NewMetrics(d.registry)
+	if err != nil {
+		return fmt.Errorf("step 9, controllers: %w", err)
+	}
+
+	// Step 11 — the ranges' elections (shard.Coordinator): membership,
+	// assignment, one Lease per range.
+	coordinator := &shard.Coordinator{
+		Ranges: ranges,
+		Members: &shard.Members{
+			Client: d.kube.CoordinationV1(), Namespace: o.leader.LeaseNamespace,
+			Group: o.leader.LeaseName, Identity: d.identity, Duration: o.leader.LeaseDuration,
+		},
+		Election:   o.leader,
+		NewElector: func(opts leader.Options) (*leader.Elector, error) { return leader.New(d.cfg, opts, d.registry) },
+		Work:       work,
+		Interval:   o.leader.RetryPeriod,
+		Metrics:    metrics,
+	}
+	cacheCtx, stopEvents := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopEvents()
+	d.broadcaster.StartRecordingToSink(cacheCtx.Done())
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	election := make(chan error, 1)
+	go func() { election <- coordinator.Run(runCtx) }()
+	klog.InfoS("Sharding", "ranges", o.shards, "identity", d.identity)
+
+	// Step 12 — as with one leader: the ranges drain and their Leases are
+	// released first; a lost range Lease ends the process at once.
+	st := stopper{
+		timeout:  o.shutdownTimeout,
+		stopRun:  stopRun,
+		election: election,
+		flushEvents: func(budget time.Duration) {
+			d.broadcaster.Shutdown()
+			if !d.eventSink.Flush(200*time.Millisecond, min(budget, 5*time.Second)) {
+				klog.InfoS("Some events may not have been written before the stop")
+			}
+		},
+		stopCaches:  stopEvents, // each range stopped its own caches
+		stopServers: d.srvs.stop,
+	}
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case err := <-d.srvs.errs:
+		runErr = fmt.Errorf("step 6, servers: %w", err)
+	case err := <-election:
+		if errors.Is(err, leader.ErrLeaseLost) {
+			return fmt.Errorf("step 11, shard election: %w", err)
+		}
+		runErr = fmt.Errorf("step 11, the ranges stopped: %w", err)
+		st.election = nil
+	}
+	return st.stop(runErr)
+}
+
+// heldCaches are the caches of the ranges this replica holds, for /readyz.
+type heldCaches struct {
+	mu      sync.Mutex
+	byRange map[int]*handrollcache.Caches
+}
+
+func (h *heldCaches) add(r shard.Range, c *handrollcache.Caches) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.byRange[r.Index] = c
+}
+
+func (h *heldCaches) remove(r shard.Range) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.byRange, r.Index)
+}
+
+// unsynced names the informers of held ranges that have not synced.
+func (h *heldCaches) unsynced() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for i, c := range h.byRange {
+		for _, name := range c.Unsynced() {
+			out = append(out, fmt.Sprintf("range %d: %s", i, name))
+		}
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,138 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
+	"github.com/handroll/handroll/test/operator"
+)
+
+// TestShardedReplicasSplitTheWebApps: two handroll processes with
+// --shards=4 split 8 namespaces' WebApps, each holding its ranges' Leases;
+// when one stops, the other takes its ranges over and reconciles every
+// WebApp; and no WebApp is ever reconciled by both at overlapping times.
+func TestShardedReplicasSplitTheWebApps(t *testing.T) {
+	if env == nil {
+		t.Skip("needs the control plane")
+	}
+	ctx := context.Background()
+	kube := env.KubeClient(t)
+	apps := env.HandrollClient(t)
+	opNS := env.Namespace(t)
+	var namespaces []string
+	for range 8 {
+		ns := env.Namespace(t)
+		namespaces = append(namespaces, ns)
+		app := &handrollv1.WebApp{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: ns}, Spec: handrollv1.WebAppSpec{Image: "nginx:1.27"}}
+		if _, err := apps.HandrollV1().WebApps(ns).Create(ctx, app, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	kubeconfig := env.WriteKubeconfig(t, func(*clientcmdapi.Config) {})
+	launch := func(name string) *operator.Operator {
+		return operator.Start(t, kubeconfig,
+			"--shards=4", "--namespaces="+strings.Join(namespaces, ","),
+			"--operator-namespace="+opNS, "--leader-elect-resource-namespace="+opNS,
+			"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=2s", "--leader-elect-retry-period=500ms",
+			"--reconcile-journal="+filepath.Join(dir, name+".jsonl"))
+	}
+	a, b := launch("a"), launch("b")
+
+	held := func(o *operator.Operator) int {
+		f := o.Metrics(t)["handroll_shard_ranges_held"]
+		if f == nil || len(f.GetMetric()) == 0 {
+			return -1
+		}
+		return int(f.GetMetric()[0].GetGauge().GetValue())
+	}
+	eventually := func(what string, ok func() (bool, string)) {
+		t.Helper()
+		deadline := time.Now().Add(90 * time.Second)
+		for {
+			done, state := ok()
+			if done {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %s", what, state)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	eventually("the ranges split 2 and 2", func() (bool, string) {
+		ha, hb := held(a), held(b)
+		return ha == 2 && hb == 2, fmt.Sprintf("a holds %d, b %d", ha, hb)
+	})
+	replicasAre := func(want int32) func() (bool, string) {
+		return func() (bool, string) {
+			for _, ns := range namespaces {
+				d, err := kube.AppsV1().Deployments(ns).Get(ctx, "app", metav1.GetOptions{})
+				if apierrors.IsNotFound(err) {
+					return false, ns + ": no Deployment"
+				}
+				if err != nil {
+					return false, err.Error()
+				}
+				if got := *d.Spec.Replicas; got != want {
+					return false, fmt.Sprintf("%s: %d replicas", ns, got)
+				}
+			}
+			return true, ""
+		}
+	}
+	eventually("every WebApp's Deployment exists", replicasAre(1))
+
+	// a stops; b takes its ranges and reconciles what changes in them.
+	if err := a.Stop(t, syscall.SIGTERM, 30*time.Second); err != nil {
+		t.Fatalf("a did not stop cleanly: %v\n%s", err, a.Log())
+	}
+	aExited, _ := a.ExitedAt()
+	eventually("b holds every range", func() (bool, string) {
+		h := held(b)
+		return h == 4, fmt.Sprintf("b holds %d", h)
+	})
+	for _, ns := range namespaces {
+		if _, err := apps.HandrollV1().WebApps(ns).Patch(ctx, "app", types.MergePatchType, []byte(`{"spec":{"replicas":2}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually("every Deployment scaled by b", replicasAre(2))
+	if err := b.Stop(t, syscall.SIGTERM, 30*time.Second); err != nil {
+		t.Fatalf("b did not stop cleanly: %v", err)
+	}
+	bExited, _ := b.ExitedAt()
+
+	// Per WebApp, no two replicas' reconciles overlap.
+	byKey := map[string][]operator.ReconcileInterval{}
+	replicas := map[string]bool{}
+	for name, exited := range map[string]time.Time{"a": aExited, "b": bExited} {
+		entries, err := operator.ReadJournal(filepath.Join(dir, name+".jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, iv := range operator.ReconcileIntervals(entries, exited) {
+			byKey[iv.Key] = append(byKey[iv.Key], iv)
+			replicas[iv.Replica] = true
+		}
+	}
+	if len(byKey) != len(namespaces) || len(replicas) != 2 {
+		t.Fatalf("the journals hold reconciles of %d WebApps by %d replicas, want %d by 2", len(byKey), len(replicas), len(namespaces))
+	}
+	for key, ivs := range byKey {
+		if o := operator.Overlapping(ivs); len(o) > 0 {
+			t.Errorf("%s reconciled by two replicas at once:\n%s", key, strings.Join(o, "\n"))
+		}
+	}
+}
