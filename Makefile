@@ -209,7 +209,7 @@ fuzz: ## Fuzz each target for FUZZTIME (default 60s; a count such as 5000x works
 	done
 
 .PHONY: test-chaos
-test-chaos: testbin ## Run the fault tests (test/chaos: crashes, API server and etcd outages, partitions, throttling); minutes, not part of make test.
+test-chaos: testbin ## Run the fault tests (test/chaos: crashes, API server and etcd outages, partitions, throttling, sharded replicas); minutes, not part of make test.
 	HANDROLL_CHAOS=1 KUBEBUILDER_ASSETS="$$(hack/testbin.sh path | tail -n 1)" $(GO) test -timeout 30m -count=1 -v ./test/chaos/
 
 # The real node needs root and the Debian packages that

@@ -65,14 +65,18 @@ func startSharded(ctx context.Context, o options, d shardedDeps) error {
 	// Step 8 — cache, per range. The API server must narrow the lists and
 	// watches: without the feature gate it ignores the selector, and every
 	// range's cache would hold, and its controller reconcile, everything.
-	probeCtx, cancelProbe := context.WithTimeout(ctx, 30*time.Second)
-	filters, err := shard.ServerFilters(probeCtx, d.kube, o.operatorNamespace)
-	cancelProbe()
-	if err != nil {
-		return fmt.Errorf("step 8, cache: %w", err)
-	}
-	if !filters {
-		return fmt.Errorf("step 8, cache: --shards=%d: the API server does not apply shardSelector to lists and watches (turn its ShardedListAndWatch feature gate on)", o.shards)
+	// With --namespaces a range's namespaces are known, and its caches
+	// watch those alone: no selector is needed.
+	if len(o.namespaces) == 0 {
+		probeCtx, cancelProbe := context.WithTimeout(ctx, 30*time.Second)
+		filters, err := shard.ServerFilters(probeCtx, d.kube, o.operatorNamespace)
+		cancelProbe()
+		if err != nil {
+			return fmt.Errorf("step 8, cache: %w", err)
+		}
+		if !filters {
+			return fmt.Errorf("step 8, cache: --shards=%d: the API server does not apply shardSelector to lists and watches (turn its ShardedListAndWatch feature gate on, or name the namespaces with --namespaces)", o.shards)
+		}
 	}
 	ranges, err := shard.Ranges(o.shards)
 	if err != nil {
@@ -100,12 +104,27 @@ func startSharded(ctx context.Context, o options, d shardedDeps) error {
 	}
 	drain := drainTimeout(o.shutdownTimeout)
 	work := func(ctx context.Context, r shard.Range) error {
-		caches := handrollcache.New(d.kube, d.handroll, d.metadata, handrollcache.Options{
-			Namespaces:    o.namespaces,
+		opts := handrollcache.Options{
 			ChildSelector: webapp.LabelManagedBy + "=" + webapp.ManagedBy,
 			SyncPeriod:    o.syncPeriod,
 			ShardSelector: r.Selector(),
-		})
+		}
+		if len(o.namespaces) > 0 {
+			// Informers per namespace, as without --shards, for this
+			// range's share of them; a range none falls in has no work.
+			opts.ShardSelector = ""
+			for _, ns := range o.namespaces {
+				if shard.Of(ns, r.Count) == r.Index {
+					opts.Namespaces = append(opts.Namespaces, ns)
+				}
+			}
+			if len(opts.Namespaces) == 0 {
+				klog.InfoS("Range held; none of --namespaces falls in it", "range", r)
+				<-ctx.Done()
+				return nil
+			}
+		}
+		caches := handrollcache.New(d.kube, d.handroll, d.metadata, opts)
 		inf, err := webAppInformers(caches)
 		if err != nil {
 			return err

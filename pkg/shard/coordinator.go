@@ -86,19 +86,30 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		}
 	}
 
-	tick := time.NewTicker(c.Interval)
-	defer tick.Stop()
+	// The members are read in a goroutine of their own: a list that hangs
+	// on a partitioned link must not delay the reaction to a lost range.
+	views := make(chan []string, 1)
+	go c.watchMembers(ctx, views)
 	for {
-		live, err := c.Members.Live(ctx)
-		switch {
-		case err != nil:
-			logger.Error(err, "Reading the shard members; keeping the ranges held")
-		default:
-			if !slices.Contains(live, c.Members.Identity) {
-				// Its own Lease not seen yet: count itself in, so that it
-				// does not wait a whole interval to take a share.
-				live = append(live, c.Members.Identity)
+		select {
+		case <-ctx.Done():
+			stopAll()
+			return nil
+		case res := <-results:
+			h := held[res.r.Index]
+			delete(held, res.r.Index)
+			<-h.done
+			switch {
+			case errors.Is(res.err, leader.ErrLeaseLost):
+				return res.err // no draining: another replica may hold it already
+			case !res.cancelled:
+				stopAll()
+				return fmt.Errorf("range %v: %w", res.r, res.err)
+			case res.err != nil:
+				// Handed over; its Lease was released once the work ended.
+				logger.Error(res.err, "The range's work ended with an error on its hand-over", "range", res.r)
 			}
+		case live := <-views:
 			want := Assign(len(c.Ranges), live)[c.Members.Identity]
 			for i, h := range held {
 				if !slices.Contains(want, i) {
@@ -118,24 +129,35 @@ func (c *Coordinator) Run(ctx context.Context) error {
 				held[i] = h
 			}
 		}
+	}
+}
+
+// watchMembers sends the live members every Interval until ctx ends,
+// replacing a view not yet read by a newer one. This replica is always
+// among them: its own Lease may not be seen yet, and it must not wait an
+// interval to take a share.
+func (c *Coordinator) watchMembers(ctx context.Context, views chan []string) {
+	logger := klog.FromContext(ctx)
+	tick := time.NewTicker(c.Interval)
+	defer tick.Stop()
+	for {
+		live, err := c.Members.Live(ctx)
+		if err != nil && ctx.Err() == nil {
+			logger.Error(err, "Reading the shard members; keeping the ranges held")
+		}
+		if err == nil {
+			if !slices.Contains(live, c.Members.Identity) {
+				live = append(live, c.Members.Identity)
+			}
+			select {
+			case <-views: // drop the unread, older view
+			default:
+			}
+			views <- live
+		}
 		select {
 		case <-ctx.Done():
-			stopAll()
-			return nil
-		case res := <-results:
-			h := held[res.r.Index]
-			delete(held, res.r.Index)
-			<-h.done
-			switch {
-			case errors.Is(res.err, leader.ErrLeaseLost):
-				return res.err // no draining: another replica may hold it already
-			case !res.cancelled:
-				stopAll()
-				return fmt.Errorf("range %v: %w", res.r, res.err)
-			case res.err != nil:
-				// Handed over; its Lease was released once the work ended.
-				logger.Error(res.err, "The range's work ended with an error on its hand-over", "range", res.r)
-			}
+			return
 		case <-tick.C:
 		}
 	}

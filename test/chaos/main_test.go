@@ -25,5 +25,6 @@ func TestMain(m *testing.M) {
 		fmt.Println("test/chaos: skipped; run with HANDROLL_CHAOS=1 (make test-chaos)")
 		os.Exit(0)
 	}
-	os.Exit(controlplane.RunTests(m, controlplane.Options{}, &env))
+	// The sharded list and watch that --shards needs (TestShardedReplicas).
+	os.Exit(controlplane.RunTests(m, controlplane.Options{APIServerArgs: []string{"--feature-gates=ShardedListAndWatch=true"}}, &env))
 }

@@ -1,0 +1,218 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+
+	"github.com/handroll/handroll/test/operator"
+)
+
+// TestShardedReplicas: 600 WebApps in 30 namespaces, --shards=12, users
+// updating them throughout. The replicas go 1 → 3 → 2 (SIGTERM) → 3 → 2
+// (SIGKILL) → 3, then one is partitioned from the API server through its
+// proxy and must exit before its ranges' Leases can be taken over.
+// Afterwards every WebApp has converged exactly (the crash test's check),
+// and the journals show no WebApp reconciled by two processes at
+// overlapping times.
+func TestShardedReplicas(t *testing.T) {
+	const (
+		namespaces   = 30
+		perNamespace = 20
+		shards       = 12
+	)
+	opNS := env.Namespace(t)
+	var nss []string
+	for i := range namespaces {
+		ns := env.Namespace(t)
+		nss = append(nss, ns)
+		createWebApps(t, ns, fmt.Sprintf("s%02d-", i), perNamespace)
+	}
+	ctx := context.Background()
+	hc := env.HandrollClient(t)
+	journals := t.TempDir()
+
+	stop := make(chan struct{})
+	var users sync.WaitGroup
+	users.Go(func() {
+		rng := rand.New(rand.NewPCG(7, 8))
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			i := rng.IntN(namespaces)
+			ns, name := nss[i], fmt.Sprintf("s%02d-%03d", i, rng.IntN(perNamespace))
+			_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				w, err := hc.HandrollV1().WebApps(ns).Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				w.Spec.Replicas = ptr.To(int32(rng.IntN(3)))
+				_, err = hc.HandrollV1().WebApps(ns).Update(ctx, w, metav1.UpdateOptions{})
+				return err
+			})
+		}
+	})
+	defer func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+		users.Wait()
+	}()
+
+	type replica struct {
+		name    string
+		proxy   *operator.Proxy
+		op      *operator.Operator
+		journal string
+	}
+	var all []*replica
+	target := strings.TrimPrefix(env.Server, "https://")
+	launch := func(name string) *replica {
+		r := &replica{name: name, proxy: operator.NewProxy(t, target), journal: filepath.Join(journals, name+".jsonl")}
+		r.op = operator.Start(t, proxiedKubeconfig(t, r.proxy),
+			fmt.Sprintf("--shards=%d", shards), "--namespaces="+strings.Join(nss, ","),
+			"--operator-namespace="+opNS, "--leader-elect-resource-namespace="+opNS,
+			"--leader-elect-lease-duration="+partitionLease.String(),
+			"--leader-elect-renew-deadline="+partitionRenew.String(),
+			"--leader-elect-retry-period="+partitionRetry.String(),
+			"--kube-api-qps=50", "--kube-api-burst=100",
+			"--reconcile-journal="+r.journal)
+		all = append(all, r)
+		return r
+	}
+	held := func(r *replica) int {
+		select {
+		case <-r.op.Exited():
+			return -1
+		default:
+		}
+		f := r.op.Metrics(t)["handroll_shard_ranges_held"]
+		if f == nil || len(f.GetMetric()) == 0 {
+			return 0
+		}
+		return int(f.GetMetric()[0].GetGauge().GetValue())
+	}
+	// balanced waits until the live replicas hold every range, none more
+	// than ceil(shards / replicas), and returns how long that took.
+	balanced := func(what string, live ...*replica) time.Duration {
+		t.Helper()
+		began := time.Now()
+		limit := (shards + len(live) - 1) / len(live)
+		var state []string
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+			state = state[:0]
+			total, ok := 0, true
+			for _, r := range live {
+				h := held(r)
+				state = append(state, fmt.Sprintf("%s %d", r.name, h))
+				total += h
+				ok = ok && h >= 1 && h <= limit
+			}
+			return ok && total == shards, nil
+		}); err != nil {
+			t.Fatalf("%s: not balanced: %s", what, strings.Join(state, ", "))
+		}
+		d := time.Since(began)
+		t.Logf("%s: balanced in %s (%s)", what, d.Round(time.Millisecond), strings.Join(state, ", "))
+		return d
+	}
+
+	a := launch("a")
+	balanced("1 replica", a)
+	b, c := launch("b"), launch("c")
+	balanced("3 replicas (b and c joined)", a, b, c)
+
+	if err := c.op.Stop(t, syscall.SIGTERM, 30*time.Second); err != nil {
+		t.Fatalf("c did not stop cleanly: %v", err)
+	}
+	balanced("2 replicas (c stopped with SIGTERM)", a, b)
+	c2 := launch("c2")
+	balanced("3 replicas (c2 joined)", a, b, c2)
+
+	_ = b.op.Stop(t, syscall.SIGKILL, 10*time.Second)
+	balanced("2 replicas (b killed with SIGKILL)", a, c2)
+	b2 := launch("b2")
+	balanced("3 replicas (b2 joined)", a, c2, b2)
+
+	// a is cut off from the API server: it cannot renew its ranges, and must
+	// exit before a standby could take them over.
+	cut := time.Now()
+	a.proxy.Cut(operator.LinkBlackhole)
+	select {
+	case <-a.op.Exited():
+	case <-time.After(time.Minute):
+		t.Fatal("the partitioned replica did not exit within a minute")
+	}
+	exited, _ := a.op.ExitedAt()
+	if d := exited.Sub(cut); d >= partitionLease {
+		t.Errorf("the partitioned replica exited %s after the cut, not before its Leases could expire (%s)", d, partitionLease)
+	}
+	t.Logf("the partitioned replica exited %s after the cut", exited.Sub(cut).Round(time.Millisecond))
+	balanced("2 replicas (a partitioned)", c2, b2)
+	a.proxy.Restore()
+	a2 := launch("a2")
+	balanced("3 replicas (a2 joined)", c2, b2, a2)
+
+	close(stop)
+	users.Wait()
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		problems, err := check(ctx, t, nss, "", map[string]bool{})
+		if err != nil {
+			return false, err
+		}
+		if len(problems) > 0 {
+			t.Logf("not yet: %d problems, first %s", len(problems), problems[0])
+		}
+		return len(problems) == 0, nil
+	})
+	if err != nil {
+		problems, _ := check(ctx, t, nss, "", map[string]bool{})
+		t.Fatalf("the WebApps did not converge exactly: %v; %d problems: %v", err, len(problems), problems[:min(len(problems), 20)])
+	}
+
+	// Per WebApp, no two processes' reconciles overlap. A process still
+	// running counts its open reconciles as running until now.
+	byKey := map[string][]operator.ReconcileInterval{}
+	processes, reconciles := 0, 0
+	for _, r := range all {
+		exited, ok := r.op.ExitedAt()
+		if !ok {
+			exited = time.Now()
+		}
+		entries, err := operator.ReadJournal(r.journal)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(entries) > 0 {
+			processes++
+		}
+		for _, iv := range operator.ReconcileIntervals(entries, exited) {
+			byKey[iv.Key] = append(byKey[iv.Key], iv)
+			reconciles++
+		}
+	}
+	var overlaps []string
+	for _, ivs := range byKey {
+		overlaps = append(overlaps, operator.Overlapping(ivs)...)
+	}
+	if len(overlaps) > 0 {
+		t.Errorf("%d WebApps reconciled by two processes at overlapping times, first: %s", len(overlaps), overlaps[0])
+	}
+	t.Logf("%d reconciles of %d WebApps by %d processes, %d overlapping", reconciles, len(byKey), processes, len(overlaps))
+}
