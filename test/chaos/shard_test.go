@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
+	"github.com/handroll/handroll/pkg/controller"
 	"github.com/handroll/handroll/test/operator"
 )
 
@@ -189,6 +191,7 @@ func TestShardedReplicas(t *testing.T) {
 	// Per WebApp, no two processes' reconciles overlap. A process still
 	// running counts its open reconciles as running until now.
 	byKey := map[string][]operator.ReconcileInterval{}
+	var everything []controller.JournalEntry
 	processes, reconciles := 0, 0
 	for _, r := range all {
 		exited, ok := r.op.ExitedAt()
@@ -206,7 +209,9 @@ func TestShardedReplicas(t *testing.T) {
 			byKey[iv.Key] = append(byKey[iv.Key], iv)
 			reconciles++
 		}
+		everything = append(everything, entries...)
 	}
+	logHandovers(t, everything)
 	var overlaps []string
 	for _, ivs := range byKey {
 		overlaps = append(overlaps, operator.Overlapping(ivs)...)
@@ -215,4 +220,46 @@ func TestShardedReplicas(t *testing.T) {
 		t.Errorf("%d WebApps reconciled by two processes at overlapping times, first: %s", len(overlaps), overlaps[0])
 	}
 	t.Logf("%d reconciles of %d WebApps by %d processes, %d overlapping", reconciles, len(byKey), processes, len(overlaps))
+}
+
+// logHandovers measures, for each time a range's reconciles moved from one
+// process to another, the time from the last reconcile's end on the old
+// holder to the first reconcile's start on the new one: a graceful
+// hand-over's drain and release, or a dead holder's Lease expiry, plus the
+// new holder's list of the range.
+func logHandovers(t *testing.T, entries []controller.JournalEntry) {
+	t.Helper()
+	slices.SortFunc(entries, func(a, b controller.JournalEntry) int { return a.Time.Compare(b.Time) })
+	type last struct {
+		replica string
+		end     time.Time
+	}
+	byRange := map[string]last{}
+	var gaps []time.Duration
+	for _, e := range entries {
+		if e.Controller == "" {
+			continue
+		}
+		prev, seen := byRange[e.Controller]
+		switch e.Event {
+		case "start":
+			if seen && prev.replica != e.Replica {
+				gaps = append(gaps, e.Time.Sub(prev.end))
+			}
+			if !seen || prev.replica != e.Replica {
+				byRange[e.Controller] = last{replica: e.Replica, end: e.Time}
+			}
+		case "end":
+			if seen && prev.replica == e.Replica {
+				byRange[e.Controller] = last{replica: e.Replica, end: e.Time}
+			}
+		}
+	}
+	if len(gaps) == 0 {
+		t.Errorf("no range changed hands in the journals")
+		return
+	}
+	slices.Sort(gaps)
+	t.Logf("%d hand-overs, from the old holder's last reconcile to the new one's first: median %s, p90 %s, max %s",
+		len(gaps), gaps[len(gaps)/2].Round(time.Millisecond), gaps[len(gaps)*9/10].Round(time.Millisecond), gaps[len(gaps)-1].Round(time.Millisecond))
 }
