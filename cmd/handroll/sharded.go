@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
@@ -65,8 +66,12 @@ func startSharded(ctx context.Context, o options, d shardedDeps) error {
 	// Step 8 — cache, per range. The API server must narrow the lists and
 	// watches: without the feature gate it ignores the selector, and every
 	// range's cache would hold, and its controller reconcile, everything.
-	// With --namespaces a range's namespaces are known, and its caches
-	// watch those alone: no selector is needed.
+	// The API server narrows each range's caches when it applies the
+	// shardSelector, or with --namespaces, where a range's namespaces are
+	// known. Otherwise every replica caches every range once, and each
+	// range's controller keeps to its range on the client: the same
+	// correctness, no memory saved.
+	var shared *sharedCaches
 	if len(o.namespaces) == 0 {
 		probeCtx, cancelProbe := context.WithTimeout(ctx, 30*time.Second)
 		filters, err := shard.ServerFilters(probeCtx, d.kube, o.operatorNamespace)
@@ -75,7 +80,11 @@ func startSharded(ctx context.Context, o options, d shardedDeps) error {
 			return fmt.Errorf("step 8, cache: %w", err)
 		}
 		if !filters {
-			return fmt.Errorf("step 8, cache: --shards=%d: the API server does not apply shardSelector to lists and watches (turn its ShardedListAndWatch feature gate on, or name the namespaces with --namespaces)", o.shards)
+			klog.InfoS("The API server does not apply shardSelector (its ShardedListAndWatch feature gate is off): every replica caches every range, and filters on the client")
+			if shared, err = newSharedCaches(ctx, o, d); err != nil {
+				return err
+			}
+			defer shared.stop()
 		}
 	}
 	ranges, err := shard.Ranges(o.shards)
@@ -84,6 +93,11 @@ func startSharded(ctx context.Context, o options, d shardedDeps) error {
 	}
 	held := &heldCaches{byRange: map[int]*handrollcache.Caches{}}
 	d.health.AddReadinessCheck(server.Check{Name: "informer-sync", Check: func(*http.Request) error {
+		if shared != nil {
+			if unsynced := shared.caches.Unsynced(); len(unsynced) > 0 {
+				return fmt.Errorf("not synced: %s", strings.Join(unsynced, ", "))
+			}
+		}
 		if unsynced := held.unsynced(); len(unsynced) > 0 {
 			return fmt.Errorf("not synced: %s", strings.Join(unsynced, ", "))
 		}
@@ -104,6 +118,22 @@ func startSharded(ctx context.Context, o options, d shardedDeps) error {
 	}
 	drain := drainTimeout(o.shutdownTimeout)
 	work := func(ctx context.Context, r shard.Range) error {
+		copts := controller.Options{
+			Name:                    fmt.Sprintf("%s-%d-of-%d", webapp.ControllerName, r.Index, r.Count),
+			MaxConcurrentReconciles: o.maxConcurrentReconciles,
+			Registerer:              d.registry,
+			ShutdownTimeout:         drain,
+			Journal:                 journal,
+		}
+		if shared != nil {
+			copts.Predicates = []controller.Predicate{inRange(r)}
+			c, err := webapp.NewController(shared.reconciler, shared.informers, copts)
+			if err != nil {
+				return err
+			}
+			klog.InfoS("Range held; starting its controller", "range", r)
+			return c.Start(ctx, shared.caches.HasSynced)
+		}
 		opts := handrollcache.Options{
 			ChildSelector: webapp.LabelManagedBy + "=" + webapp.ManagedBy,
 			SyncPeriod:    o.syncPeriod,
@@ -129,13 +159,7 @@ func startSharded(ctx context.Context, o options, d shardedDeps) error {
 		if err != nil {
 			return err
 		}
-		c, err := newWebAppController(caches, inf, d.kube, d.handroll, d.recorder, controller.Options{
-			Name:                    fmt.Sprintf("%s-%d-of-%d", webapp.ControllerName, r.Index, r.Count),
-			MaxConcurrentReconciles: o.maxConcurrentReconciles,
-			Registerer:              d.registry,
-			ShutdownTimeout:         drain,
-			Journal:                 journal,
-		})
+		c, err := webapp.NewController(newWebAppReconciler(caches, d.kube, d.handroll, d.recorder), inf, copts)
 		if err != nil {
 			return err
 		}
@@ -247,4 +271,47 @@ func (h *heldCaches) unsynced() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// sharedCaches are the caches every range's controller shares when the API
+// server cannot narrow them: filled once, before the ranges are taken, as
+// a warm standby's are.
+type sharedCaches struct {
+	caches     *handrollcache.Caches
+	informers  webapp.Informers
+	reconciler *webapp.Reconciler
+	stop       func()
+}
+
+func newSharedCaches(ctx context.Context, o options, d shardedDeps) (*sharedCaches, error) {
+	caches := handrollcache.New(d.kube, d.handroll, d.metadata, handrollcache.Options{
+		ChildSelector: webapp.LabelManagedBy + "=" + webapp.ManagedBy,
+		SyncPeriod:    o.syncPeriod,
+	})
+	inf, err := webAppInformers(caches)
+	if err != nil {
+		return nil, fmt.Errorf("step 8, cache: %w", err)
+	}
+	done := make(chan struct{})
+	s := &sharedCaches{caches: caches, informers: inf, reconciler: newWebAppReconciler(caches, d.kube, d.handroll, d.recorder),
+		stop: func() { close(done); caches.Shutdown() }}
+	caches.Start(done)
+	syncCtx, cancel := context.WithTimeout(ctx, o.cacheSyncTimeout)
+	defer cancel()
+	if err := caches.WaitForSync(syncCtx); err != nil && ctx.Err() == nil {
+		s.stop()
+		return nil, fmt.Errorf("step 10, caches not synced within --cache-sync-timeout=%s: %w", o.cacheSyncTimeout, err)
+	}
+	return s, nil
+}
+
+// inRange passes the events of objects in r's namespaces: a WebApp's
+// children and referenced ConfigMap share its namespace.
+func inRange(r shard.Range) controller.Predicate {
+	in := func(obj metav1.Object) bool { return shard.Of(obj.GetNamespace(), r.Count) == r.Index }
+	return controller.PredicateFuncs{
+		CreateFunc: in,
+		UpdateFunc: func(_, obj metav1.Object) bool { return in(obj) },
+		DeleteFunc: in,
+	}
 }

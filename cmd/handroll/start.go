@@ -192,7 +192,7 @@ func start(ctx context.Context, o options) error {
 	// when a reconcile hangs: a standby then takes over within a retry
 	// period rather than a lease duration.
 	drain := drainTimeout(o.shutdownTimeout)
-	webappController, err := newWebAppController(caches, informerSet, kubeClient, handrollClient, recorder, controller.Options{
+	webappController, err := webapp.NewController(newWebAppReconciler(caches, kubeClient, handrollClient, recorder), informerSet, controller.Options{
 		MaxConcurrentReconciles: o.maxConcurrentReconciles,
 		Registerer:              registry,
 		ShutdownTimeout:         drain,
@@ -322,10 +322,10 @@ func webAppInformers(caches *handrollcache.Caches) (webapp.Informers, error) {
 	}, nil
 }
 
-// newWebAppController is the WebApp controller on caches: its reconciler
-// reads their listers and writes through the clients.
-func newWebAppController(caches *handrollcache.Caches, inf webapp.Informers, kube kubernetes.Interface, handroll clientset.Interface, recorder events.EventRecorder, opts controller.Options) (*controller.Controller, error) {
-	return webapp.NewController(&webapp.Reconciler{
+// newWebAppReconciler is the WebApp reconciler on caches: it reads their
+// listers and writes through the clients.
+func newWebAppReconciler(caches *handrollcache.Caches, kube kubernetes.Interface, handroll clientset.Interface, recorder events.EventRecorder) *webapp.Reconciler {
+	return &webapp.Reconciler{
 		WebApps:               caches.WebAppLister(),
 		Deployments:           caches.DeploymentLister(),
 		Services:              caches.ServiceLister(),
@@ -338,7 +338,7 @@ func newWebAppController(caches *handrollcache.Caches, inf webapp.Informers, kub
 		ServiceMeta:           caches.MetadataLister(handrollcache.ServicesResource),
 		ConfigMapMeta:         caches.MetadataLister(handrollcache.ConfigMapsResource),
 		RefConfigMaps:         &webapp.RefConfigMaps{Kube: kube},
-	}, inf, opts)
+	}
 }
 
 // drainTimeout is how long the controllers may take, after the stop begins,

@@ -171,7 +171,7 @@ var pairs = []pair{
 				does:  "The WebApp controller and the directory's controller, with their reconcilers, workers and the time they get to drain.",
 				handroll: side{parts: []part{
 					stmts(hrStart, "start", "// Step 9 —", "// Step 10 —"),
-					whole(hrStart, "newWebAppController"),
+					whole(hrStart, "newWebAppReconciler"),
 					whole(hrStart, "drainTimeout"),
 				}},
 				twin: side{

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -56,6 +57,11 @@ type Options struct {
 	// MaxConcurrentReconciles is the number of workers. Different keys are
 	// reconciled in parallel; one key never is. Default 1.
 	MaxConcurrentReconciles int
+
+	// Predicates are applied to every Watch, before its own: with --shards
+	// on an API server that cannot narrow the caches, they keep a range's
+	// controller to the objects of its range.
+	Predicates []Predicate
 
 	// RateLimiter decides how long a key waits before a retry after an
 	// error. Default DefaultRateLimiter().
@@ -123,6 +129,7 @@ type Controller struct {
 	isUnavailable   func(error) bool
 	unavailable     *unavailability
 	logger          klog.Logger
+	predicates      []Predicate // Options.Predicates, before each Watch's own
 	metrics         *controllerMetrics
 	// queueMetrics is nil when Options.Registerer is nil: the workqueue then
 	// falls back to client-go's global provider.
@@ -166,6 +173,7 @@ func New(opts Options, r Reconciler) (*Controller, error) {
 		journal:         opts.Journal,
 		isUnavailable:   opts.IsUnavailable,
 		logger:          opts.Logger,
+		predicates:      slices.Clone(opts.Predicates),
 	}
 	if c.isUnavailable == nil {
 		c.isUnavailable = APIUnavailable
@@ -214,7 +222,7 @@ func (c *Controller) Watch(informer cache.SharedInformer, h Handler, preds ...Pr
 	if c.started {
 		return fmt.Errorf("controller %q: Watch called after Start", c.name)
 	}
-	c.watches = append(c.watches, watch{informer: informer, handler: h, predicates: preds})
+	c.watches = append(c.watches, watch{informer: informer, handler: h, predicates: append(slices.Clone(c.predicates), preds...)})
 	return nil
 }
 

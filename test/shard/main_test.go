@@ -6,8 +6,12 @@
 package shard
 
 import (
+	"context"
 	"os"
+	"path/filepath"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/handroll/handroll/test/controlplane"
 )
@@ -18,5 +22,40 @@ var env *controlplane.ControlPlane
 const gate = "--feature-gates=ShardedListAndWatch=true"
 
 func TestMain(m *testing.M) {
-	os.Exit(controlplane.RunTests(m, controlplane.Options{APIServerArgs: []string{gate}}, &env))
+	code := controlplane.RunTests(m, controlplane.Options{APIServerArgs: []string{gate}}, &env)
+	if plain != nil {
+		if err := plain.Stop(); err != nil && code == 0 {
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// plain is a second control plane, without the gate, started by the first
+// test that needs it.
+var (
+	plain     *controlplane.ControlPlane
+	plainOnce sync.Once
+	plainErr  error
+)
+
+func plainControlPlane(t *testing.T) *controlplane.ControlPlane {
+	t.Helper()
+	if env == nil {
+		t.Skip("needs the control plane")
+	}
+	plainOnce.Do(func() {
+		root, err := controlplane.RepoRoot()
+		if err != nil {
+			plainErr = err
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		plain, plainErr = controlplane.Start(ctx, controlplane.Options{CRDDirs: []string{filepath.Join(root, "manifests", "crd")}})
+	})
+	if plainErr != nil {
+		t.Fatal(plainErr)
+	}
+	return plain
 }

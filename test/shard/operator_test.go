@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
+	"github.com/handroll/handroll/test/controlplane"
 	"github.com/handroll/handroll/test/operator"
 )
 
@@ -26,6 +28,22 @@ func TestShardedReplicasSplitTheWebApps(t *testing.T) {
 	if env == nil {
 		t.Skip("needs the control plane")
 	}
+	splitTheWebApps(t, env)
+}
+
+// TestShardedReplicasWithoutTheGateFilterOnTheClient: the same on an API
+// server that ignores shardSelector: each replica caches every range and
+// each range's controller keeps to its own, with the same result.
+func TestShardedReplicasWithoutTheGateFilterOnTheClient(t *testing.T) {
+	cp := plainControlPlane(t)
+	a, _ := splitTheWebApps(t, cp)
+	if !strings.Contains(a.Log(), "filters on the client") {
+		t.Errorf("the replica did not say it filters on the client")
+	}
+}
+
+func splitTheWebApps(t *testing.T, env *controlplane.ControlPlane) (a, b *operator.Operator) {
+	t.Helper()
 	ctx := context.Background()
 	kube := env.KubeClient(t)
 	apps := env.HandrollClient(t)
@@ -41,14 +59,15 @@ func TestShardedReplicasSplitTheWebApps(t *testing.T) {
 	}
 	dir := t.TempDir()
 	kubeconfig := env.WriteKubeconfig(t, func(*clientcmdapi.Config) {})
+	// All namespaces, not --namespaces: the caches are narrowed by the
+	// selector (or, without the gate, not at all).
 	launch := func(name string) *operator.Operator {
-		return operator.Start(t, kubeconfig,
-			"--shards=4", "--namespaces="+strings.Join(namespaces, ","),
+		return operator.Start(t, kubeconfig, "--shards=4",
 			"--operator-namespace="+opNS, "--leader-elect-resource-namespace="+opNS,
 			"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=2s", "--leader-elect-retry-period=500ms",
 			"--reconcile-journal="+filepath.Join(dir, name+".jsonl"))
 	}
-	a, b := launch("a"), launch("b")
+	a, b = launch("a"), launch("b")
 
 	held := func(o *operator.Operator) int {
 		f := o.Metrics(t)["handroll_shard_ranges_held"]
@@ -123,6 +142,10 @@ func TestShardedReplicasSplitTheWebApps(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, iv := range operator.ReconcileIntervals(entries, exited) {
+			// Other tests' WebApps are in the cluster too: ours only.
+			if ns, _, _ := strings.Cut(iv.Key, "/"); !slices.Contains(namespaces, ns) {
+				continue
+			}
 			byKey[iv.Key] = append(byKey[iv.Key], iv)
 			replicas[iv.Replica] = true
 		}
@@ -135,4 +158,5 @@ func TestShardedReplicasSplitTheWebApps(t *testing.T) {
 			t.Errorf("%s reconciled by two replicas at once:\n%s", key, strings.Join(o, "\n"))
 		}
 	}
+	return a, b
 }

@@ -3,7 +3,6 @@ package shard
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -51,17 +50,8 @@ func TestServerWithoutTheGateIsDetected(t *testing.T) {
 	if env == nil {
 		t.Skip("needs the control plane")
 	}
-	root, err := controlplane.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	plain, err := controlplane.Start(ctx, controlplane.Options{CRDDirs: []string{filepath.Join(root, "manifests", "crd")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = plain.Stop() })
+	plain := plainControlPlane(t)
+	ctx := context.Background()
 	client := dynamicClient(t, plain)
 	ok, err := shard.ServerFilters(ctx, plain.KubeClient(t), "default")
 	if err != nil || ok {

@@ -156,37 +156,3 @@ func TestBadLeaderFlagsFailFast(t *testing.T) {
 		t.Errorf("the error does not name the flag:\n%s", out)
 	}
 }
-
-// TestShardsRefusedWithoutTheFeatureGate: this API server runs without the
-// ShardedListAndWatch gate, so it would ignore the ranges' selectors and
-// every replica would reconcile every WebApp; --shards is refused at start,
-// naming the gate, before any range is taken.
-func TestShardsRefusedWithoutTheFeatureGate(t *testing.T) {
-	ns := env.Namespace(t)
-	cmd := exec.Command(operator.Binary(t), "--kubeconfig="+env.Kubeconfig, "--shards=4",
-		"--operator-namespace="+ns, "--leader-elect-resource-namespace="+ns, "--webhook-port=0",
-		"--metrics-bind-address=0", "--health-probe-bind-address=0")
-	done := make(chan struct{})
-	var out []byte
-	var err error
-	go func() { out, err = cmd.CombinedOutput(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatal("handroll did not exit on --shards without the feature gate")
-	}
-	if err == nil {
-		t.Fatalf("handroll exited 0:\n%s", out)
-	}
-	if !strings.Contains(string(out), "ShardedListAndWatch") {
-		t.Errorf("the error does not name the feature gate:\n%s", out)
-	}
-	leases, lerr := kubeClient(t).CoordinationV1().Leases(ns).List(context.Background(), metav1.ListOptions{})
-	if lerr != nil {
-		t.Fatal(lerr)
-	}
-	if len(leases.Items) != 0 {
-		t.Errorf("it left %d Leases behind, the first %s", len(leases.Items), leases.Items[0].Name)
-	}
-}

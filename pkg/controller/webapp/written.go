@@ -25,7 +25,8 @@ const writtenMaxAge = 30 * time.Second
 // alone cannot tell, an object created and deleted again before a reconcile
 // saw it, which is absent both before and after.
 type justWritten struct {
-	m sync.Map // key → written
+	m        sync.Map // key → written
+	observed sync.Map // informer → struct{}: observe adds its handler once
 }
 
 type written struct {
@@ -55,7 +56,14 @@ func (j *justWritten) wrote(key, cachedRV string, obj any) {
 }
 
 // observe drops key's memory when its informer delivers any event for it.
+//
+// Several controllers on one reconciler (one per range of --shards, on
+// shared informers) observe an informer once: a handler added per
+// controller would outlive it.
 func (j *justWritten) observe(informer cache.SharedIndexInformer, kind string) error {
+	if _, loaded := j.observed.LoadOrStore(informer, struct{}{}); loaded {
+		return nil
+	}
 	drop := func(obj any) {
 		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = tomb.Obj
@@ -69,6 +77,9 @@ func (j *justWritten) observe(informer cache.SharedIndexInformer, kind string) e
 		UpdateFunc: func(_, newObj any) { drop(newObj) },
 		DeleteFunc: drop,
 	})
+	if err != nil {
+		j.observed.Delete(informer)
+	}
 	return err
 }
 
