@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -214,31 +213,14 @@ func startSharded(ctx context.Context, o options, d shardedDeps) error {
 	// Step 12 — as with one leader: the ranges drain and their Leases are
 	// released first; a lost range Lease ends the process at once.
 	st := stopper{
-		timeout:  o.shutdownTimeout,
-		stopRun:  stopRun,
-		election: election,
-		flushEvents: func(budget time.Duration) {
-			d.broadcaster.Shutdown()
-			if !d.eventSink.Flush(200*time.Millisecond, min(budget, 5*time.Second)) {
-				klog.InfoS("Some events may not have been written before the stop")
-			}
-		},
+		timeout:     o.shutdownTimeout,
+		stopRun:     stopRun,
+		election:    election,
+		flushEvents: flushEvents(d.broadcaster, d.eventSink),
 		stopCaches:  stopEvents, // each range stopped its own caches
 		stopServers: d.srvs.stop,
 	}
-	var runErr error
-	select {
-	case <-ctx.Done():
-	case err := <-d.srvs.errs:
-		runErr = fmt.Errorf("step 6, servers: %w", err)
-	case err := <-election:
-		if errors.Is(err, leader.ErrLeaseLost) {
-			return fmt.Errorf("step 11, shard election: %w", err)
-		}
-		runErr = fmt.Errorf("step 11, the ranges stopped: %w", err)
-		st.election = nil
-	}
-	return st.stop(runErr)
+	return st.waitThenStop(ctx, d.srvs.errs, "shard election", "the ranges")
 }
 
 // heldCaches are the caches of the ranges this replica holds, for /readyz.

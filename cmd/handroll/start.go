@@ -270,35 +270,48 @@ func start(ctx context.Context, o options) error {
 	// Step 12 — run until a signal or a failing component, then stop in
 	// reverse (stopper.stop).
 	st := stopper{
-		timeout:  o.shutdownTimeout,
-		stopRun:  stopRun,
-		election: election,
-		flushEvents: func(budget time.Duration) {
-			broadcaster.Shutdown()
-			if !eventSink.Flush(200*time.Millisecond, min(budget, 5*time.Second)) {
-				klog.InfoS("Some events may not have been written before the stop")
-			}
-		},
+		timeout:     o.shutdownTimeout,
+		stopRun:     stopRun,
+		election:    election,
+		flushEvents: flushEvents(broadcaster, eventSink),
 		stopCaches: func() {
 			stopCache()
 			caches.Shutdown()
 		},
 		stopServers: srvs.stop,
 	}
+	return st.waitThenStop(ctx, srvs.errs, "leader election", "the controllers")
+}
+
+// waitThenStop waits for a signal (ctx), a failing server or the end of
+// the election, then stops. election names the election and work what ran
+// under it, in the errors.
+func (s stopper) waitThenStop(ctx context.Context, serverErrs <-chan error, election, work string) error {
 	var runErr error
 	select {
 	case <-ctx.Done():
-	case err := <-srvs.errs:
+	case err := <-serverErrs:
 		runErr = fmt.Errorf("step 6, servers: %w", err)
-	case err := <-election:
+	case err := <-s.election:
 		if errors.Is(err, leader.ErrLeaseLost) {
 			// Another replica may lead already: stop now, without draining.
-			return fmt.Errorf("step 11, leader election: %w", err)
+			return fmt.Errorf("step 11, %s: %w", election, err)
 		}
-		runErr = fmt.Errorf("step 11, the controllers stopped: %w", err)
-		st.election = nil
+		runErr = fmt.Errorf("step 11, %s stopped: %w", work, err)
+		s.election = nil
 	}
-	return st.stop(runErr)
+	return s.stop(runErr)
+}
+
+// flushEvents is step 12's flush of the events still queued, within budget
+// (at most 5 s).
+func flushEvents(broadcaster events.EventBroadcaster, sink *flushingSink) func(budget time.Duration) {
+	return func(budget time.Duration) {
+		broadcaster.Shutdown()
+		if !sink.Flush(200*time.Millisecond, min(budget, 5*time.Second)) {
+			klog.InfoS("Some events may not have been written before the stop")
+		}
+	}
 }
 
 // webAppInformers requests the informers the WebApp controller watches

@@ -224,6 +224,8 @@ var pairs = []pair{
 					stmts(hrStart, "start", "// Step 12 —", ""),
 					whole(hrStart, "stopper"),
 					whole(hrStart, "stopper.stop"),
+					whole(hrStart, "stopper.waitThenStop"),
+					whole(hrStart, "flushEvents"),
 					stmts(hrMain, "run", "start(ctx, o)", ""),
 				}},
 				twin: side{

@@ -15,8 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"k8s.io/client-go/util/retry"
-	"k8s.io/utils/ptr"
 
 	"github.com/handroll/handroll/pkg/controller"
 	"github.com/handroll/handroll/pkg/leader"
@@ -50,42 +48,15 @@ func TestPartitionsNeverOverlap(t *testing.T) {
 	opNS := env.Namespace(t)
 	ns := env.Namespace(t)
 	ctx := context.Background()
-	hc := env.HandrollClient(t)
 	kube := env.KubeClient(t)
 	journals := t.TempDir()
 	createWebApps(t, ns, "p", n)
 
 	// Users at work throughout: every WebApp keeps changing.
-	stop := make(chan struct{})
-	var users sync.WaitGroup
-	users.Go(func() {
-		rng := rand.New(rand.NewPCG(5, 6))
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-			name := fmt.Sprintf("p%03d", rng.IntN(n))
-			_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-				w, err := hc.HandrollV1().WebApps(ns).Get(ctx, name, metav1.GetOptions{})
-				if err != nil {
-					return err
-				}
-				w.Spec.Replicas = ptr.To(int32(rng.IntN(3)))
-				_, err = hc.HandrollV1().WebApps(ns).Update(ctx, w, metav1.UpdateOptions{})
-				return err
-			})
-		}
+	stopUsers := editReplicas(t, 5, func(rng *rand.Rand) (string, string) {
+		return ns, fmt.Sprintf("p%03d", rng.IntN(n))
 	})
-	defer func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
-		}
-		users.Wait()
-	}()
+	defer stopUsers()
 
 	// The Lease as the API server holds it, watched directly (not through
 	// any proxy): the last renewal the API server accepted from each holder.
@@ -211,8 +182,7 @@ func TestPartitionsNeverOverlap(t *testing.T) {
 		replicas[led.slot] = launch(led.slot, led.generation+1, led.proxy)
 	}
 
-	close(stop)
-	users.Wait()
+	stopUsers()
 	if err := wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		problems, err := check(ctx, t, []string{ns}, opNS, map[string]bool{})
 		if err != nil {
