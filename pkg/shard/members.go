@@ -101,8 +101,16 @@ func (m *Members) Announce(ctx context.Context) error {
 	return err
 }
 
+// staleAfter is how long past its last renewal, by the Lease's own
+// renewTime, a member's Lease is deleted: a replica killed for good (a pod
+// replaced in a rollout) leaves one behind each time. Generous, because it
+// compares this replica's clock with the writer's; a live member's Lease
+// deleted by mistake is recreated at its next renewal.
+func (m *Members) staleAfter() time.Duration { return max(10*m.Duration, 5*time.Minute) }
+
 // Live lists the membership Leases and returns the identities of the live
-// members, sorted; this replica is among them once its Lease exists.
+// members, sorted; this replica is among them once its Lease exists. It
+// deletes the Leases of members gone for longer than staleAfter.
 func (m *Members) Live(ctx context.Context) ([]string, error) {
 	list, err := m.Client.Leases(m.Namespace).List(ctx, metav1.ListOptions{
 		LabelSelector: labels.SelectorFromSet(labels.Set{MemberLabel: m.Group}).String(),
@@ -120,6 +128,12 @@ func (m *Members) Live(ctx context.Context) ([]string, error) {
 	var live []string
 	for _, l := range list.Items {
 		if l.Spec.HolderIdentity == nil || l.Spec.RenewTime == nil {
+			continue
+		}
+		if now.Sub(l.Spec.RenewTime.Time) > m.staleAfter() {
+			// Only the version seen: a renewal since then keeps it.
+			rv := l.ResourceVersion
+			_ = m.Client.Leases(m.Namespace).Delete(ctx, l.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
 			continue
 		}
 		id := *l.Spec.HolderIdentity

@@ -80,7 +80,7 @@ var operatorNeeds = []need{
 	// With --shards: one membership Lease per replica, listed by label and
 	// deleted on a clean stop; the ranges' Leases are elected as above.
 	{operatorNamespace, "coordination.k8s.io", "leases", []string{"list", "delete"}, nil,
-		"pkg/shard/members.go Members.Live (list by label) and Members.Run (delete its own on a clean stop)"},
+		"pkg/shard/members.go Members.Live (list by label; delete the Leases of members long gone) and Members.Run (delete its own on a clean stop)"},
 
 	// Self-managed webhook certificates, on every replica (pkg/certs;
 	// not used with --webhook-cert-dir). The names are the defaults of

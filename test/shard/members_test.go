@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/handroll/handroll/pkg/shard"
@@ -83,5 +86,44 @@ func TestMembersJoinLeaveAndExpire(t *testing.T) {
 	stopA()
 	if err := <-doneA; err != nil {
 		t.Errorf("a's Run: %v", err)
+	}
+}
+
+// TestMembersDropTheLeasesOfReplicasLongGone: a membership Lease not renewed
+// for far longer than the duration (a replica replaced in a rollout) is
+// deleted by Live; a recent one is kept.
+func TestMembersDropTheLeasesOfReplicasLongGone(t *testing.T) {
+	if env == nil {
+		t.Skip("needs the control plane")
+	}
+	ns := env.Namespace(t)
+	client := env.KubeClient(t)
+	ctx := context.Background()
+	lease := func(name, holder string, renewed time.Time) {
+		t.Helper()
+		seconds := int32(3)
+		at := metav1.NewMicroTime(renewed)
+		if _, err := client.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{shard.MemberLabel: "handroll-leader"}},
+			Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &seconds, RenewTime: &at},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lease("handroll-leader-member-old", "old_1", time.Now().Add(-time.Hour))
+	lease("handroll-leader-member-recent", "recent_1", time.Now())
+	m := &shard.Members{Client: client.CoordinationV1(), Namespace: ns, Group: "handroll-leader", Identity: "me", Duration: 3 * time.Second}
+	live, err := m.Live(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(live, []string{"recent_1"}) {
+		t.Errorf("live members %v, want the recent one alone", live)
+	}
+	if _, err := client.CoordinationV1().Leases(ns).Get(ctx, "handroll-leader-member-old", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the Lease of a member gone an hour is still there (%v)", err)
+	}
+	if _, err := client.CoordinationV1().Leases(ns).Get(ctx, "handroll-leader-member-recent", metav1.GetOptions{}); err != nil {
+		t.Errorf("the recent member's Lease: %v", err)
 	}
 }
