@@ -62,14 +62,11 @@ type shardedDeps struct {
 // that range's namespaces alone and a controller of its own. The
 // directory is not written in this mode (docs/sharding.md).
 func startSharded(ctx context.Context, o options, d shardedDeps) error {
-	// Step 8 — cache, per range. The API server must narrow the lists and
-	// watches: without the feature gate it ignores the selector, and every
-	// range's cache would hold, and its controller reconcile, everything.
-	// The API server narrows each range's caches when it applies the
-	// shardSelector, or with --namespaces, where a range's namespaces are
-	// known. Otherwise every replica caches every range once, and each
-	// range's controller keeps to its range on the client: the same
-	// correctness, no memory saved.
+	// Step 8 — cache, per range. The API server narrows each range's
+	// caches when it applies the shardSelector, or with --namespaces, where
+	// a range's namespaces are known. Otherwise every replica caches every
+	// range once, and each range's controller keeps to its range on the
+	// client: the same correctness, no memory saved.
 	var shared *sharedCaches
 	if len(o.namespaces) == 0 {
 		probeCtx, cancelProbe := context.WithTimeout(ctx, 30*time.Second)
