@@ -59,8 +59,8 @@ type shardedDeps struct {
 // startSharded is steps 8 to 12 with --shards: instead of one leader
 // running one controller over every WebApp, a shard.Coordinator runs this
 // replica's share of the ranges, each on its own Lease, with caches of
-// that range's namespaces alone and a controller of its own. The
-// directory is not written in this mode (docs/sharding.md).
+// that range's namespaces alone and controllers of its own: the WebApps',
+// and the directory's for the range's entries.
 func startSharded(ctx context.Context, o options, d shardedDeps) error {
 	// Step 8 — cache, per range. The API server narrows each range's
 	// caches when it applies the shardSelector, or with --namespaces, where
@@ -121,20 +121,49 @@ func startSharded(ctx context.Context, o options, d shardedDeps) error {
 			ShutdownTimeout:         drain,
 			Journal:                 journal,
 		}
+		dopts := controller.Options{
+			Name:            fmt.Sprintf("%s-%d-of-%d", webapp.DirectoryControllerName, r.Index, r.Count),
+			Registerer:      d.registry,
+			ShutdownTimeout: drain,
+			Journal:         journal,
+		}
+		// The range's entries of the directory, among the other ranges'
+		// writers: each write carries the part's resourceVersion, and
+		// touches only the entries Manages says are the range's.
+		directory := func(caches *handrollcache.Caches, inf webapp.Informers, manages func(string) bool) (*controller.Controller, error) {
+			return webapp.NewDirectoryController(&webapp.DirectoryReconciler{
+				WebApps:       caches.WebAppLister(),
+				Services:      caches.ServiceLister(),
+				ConfigMaps:    caches.ConfigMapLister(),
+				Kube:          d.kube,
+				Namespace:     o.operatorNamespace,
+				Manages:       manages,
+				WriteInterval: webapp.DefaultDirectoryWriteInterval,
+			}, inf, dopts)
+		}
 		if shared != nil {
 			copts.Predicates = []controller.Predicate{inRange(r)}
 			c, err := webapp.NewController(shared.reconciler, shared.informers, copts)
 			if err != nil {
 				return err
 			}
-			klog.InfoS("Range held; starting its controller", "range", r)
-			return c.Start(ctx, shared.caches.HasSynced)
+			dc, err := directory(shared.caches, shared.informers, inRangeKey(r))
+			if err != nil {
+				return err
+			}
+			klog.InfoS("Range held; starting its controllers", "range", r)
+			return runControllers(ctx,
+				func(ctx context.Context) error { return c.Start(ctx, shared.caches.HasSynced) },
+				func(ctx context.Context) error { return dc.Start(ctx, shared.caches.HasSynced) },
+			)
 		}
 		opts := handrollcache.Options{
-			ChildSelector: webapp.LabelManagedBy + "=" + webapp.ManagedBy,
-			SyncPeriod:    o.syncPeriod,
-			ShardSelector: r.Selector(),
+			ChildSelector:     webapp.LabelManagedBy + "=" + webapp.ManagedBy,
+			SyncPeriod:        o.syncPeriod,
+			ShardSelector:     r.Selector(),
+			OperatorNamespace: o.operatorNamespace,
 		}
+		manages := inRangeKey(r)
 		if len(o.namespaces) > 0 {
 			// Informers per namespace, as without --shards, for this
 			// range's share of them; a range none falls in has no work.
@@ -149,6 +178,7 @@ func startSharded(ctx context.Context, o options, d shardedDeps) error {
 				<-ctx.Done()
 				return nil
 			}
+			manages = webapp.ManagedDirectoryKeys(opts.Namespaces)
 		}
 		caches := handrollcache.New(d.kube, d.handroll, d.metadata, opts)
 		inf, err := webAppInformers(caches)
@@ -156,6 +186,10 @@ func startSharded(ctx context.Context, o options, d shardedDeps) error {
 			return err
 		}
 		c, err := webapp.NewController(newWebAppReconciler(caches, d.kube, d.handroll, d.recorder), inf, copts)
+		if err != nil {
+			return err
+		}
+		dc, err := directory(caches, inf, manages)
 		if err != nil {
 			return err
 		}
@@ -176,8 +210,11 @@ func startSharded(ctx context.Context, o options, d shardedDeps) error {
 			}
 			return fmt.Errorf("step 10, range %v: caches not synced within --cache-sync-timeout=%s: %w", r, o.cacheSyncTimeout, err)
 		}
-		klog.InfoS("Range held; starting its controller", "range", r)
-		return c.Start(ctx, caches.HasSynced)
+		klog.InfoS("Range held; starting its controllers", "range", r)
+		return runControllers(ctx,
+			func(ctx context.Context) error { return c.Start(ctx, caches.HasSynced) },
+			func(ctx context.Context) error { return dc.Start(ctx, caches.HasSynced) },
+		)
 	}
 	metrics, err := shard.NewMetrics(d.registry)
 	if err != nil {
@@ -264,8 +301,9 @@ type sharedCaches struct {
 
 func newSharedCaches(ctx context.Context, o options, d shardedDeps) (*sharedCaches, error) {
 	caches := handrollcache.New(d.kube, d.handroll, d.metadata, handrollcache.Options{
-		ChildSelector: webapp.LabelManagedBy + "=" + webapp.ManagedBy,
-		SyncPeriod:    o.syncPeriod,
+		ChildSelector:     webapp.LabelManagedBy + "=" + webapp.ManagedBy,
+		SyncPeriod:        o.syncPeriod,
+		OperatorNamespace: o.operatorNamespace,
 	})
 	inf, err := webAppInformers(caches)
 	if err != nil {
@@ -282,6 +320,15 @@ func newSharedCaches(ctx context.Context, o options, d shardedDeps) (*sharedCach
 		return nil, fmt.Errorf("step 10, caches not synced within --cache-sync-timeout=%s: %w", o.cacheSyncTimeout, err)
 	}
 	return s, nil
+}
+
+// inRangeKey says which directory entries (DirectoryKey: "namespace.name")
+// are r's.
+func inRangeKey(r shard.Range) func(key string) bool {
+	return func(key string) bool {
+		ns, _, ok := strings.Cut(key, ".")
+		return ok && shard.Of(ns, r.Count) == r.Index
+	}
 }
 
 // inRange passes the events of objects in r's namespaces: a WebApp's

@@ -38,8 +38,8 @@ type Options struct {
 	// SyncPeriod is the informers' resync period; 0 disables resyncs.
 	SyncPeriod time.Duration
 	// OperatorNamespace holds the operator's own ConfigMaps (the
-	// directory). When Namespaces leaves it out, its ConfigMaps labelled
-	// with ChildSelector are cached as well.
+	// directory). When Namespaces or ShardSelector leaves it out, its
+	// ConfigMaps labelled with ChildSelector are cached as well.
 	OperatorNamespace string
 	// ShardSelector, when set, narrows every cache but the operator
 	// namespace's to the objects it selects (metav1.ListOptions'
@@ -98,7 +98,9 @@ func New(kube kubernetes.Interface, handroll clientset.Interface, meta metadata.
 		c.metadata[ns] = metadatainformer.NewFilteredSharedInformerFactory(meta, o.SyncPeriod, ns, shard)
 	}
 	if ns := o.OperatorNamespace; ns != "" {
-		if _, ok := c.factoryNamespace(ns); !ok {
+		// Also when every namespace is watched through a shard selector:
+		// the operator's namespace may fall in another range.
+		if _, ok := c.factoryNamespace(ns); !ok || o.ShardSelector != "" {
 			c.extraNS = ns
 			c.extra = kubeinformers.NewSharedInformerFactoryWithOptions(kube, o.SyncPeriod,
 				kubeinformers.WithNamespace(ns), kubeinformers.WithTransform(StripForCache),

@@ -16,6 +16,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
+	"github.com/handroll/handroll/pkg/controller/webapp"
 	"github.com/handroll/handroll/test/controlplane"
 	"github.com/handroll/handroll/test/operator"
 )
@@ -128,6 +129,15 @@ func splitTheWebApps(t *testing.T, env *controlplane.ControlPlane) (a, b *operat
 		}
 	}
 	eventually("every Deployment scaled by b", replicasAre(2))
+	eventually("the directory lists every WebApp", func() (bool, string) {
+		for _, ns := range namespaces {
+			url, found, err := webapp.LookupDirectory(ctx, kube, opNS, ns, "app")
+			if err != nil || !found || url == "" {
+				return false, fmt.Sprintf("%s/app: %q, %v, %v", ns, url, found, err)
+			}
+		}
+		return true, ""
+	})
 	if err := b.Stop(t, syscall.SIGTERM, 30*time.Second); err != nil {
 		t.Fatalf("b did not stop cleanly: %v", err)
 	}

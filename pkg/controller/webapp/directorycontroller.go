@@ -44,6 +44,9 @@ type DirectoryReconciler struct {
 	// Namespaces are the namespaces this process watches (empty: all); the
 	// entries of any other namespace are left to whoever watches it.
 	Namespaces []string
+	// Manages, when set, replaces Namespaces in saying which entries are
+	// this reconciler's: with --shards, those of its range's namespaces.
+	Manages func(key string) bool
 	// WriteInterval is the least time from one write of the directory to
 	// the next: a reconcile sooner only requeues itself for the rest of it.
 	// Zero: no wait.
@@ -108,7 +111,11 @@ func (r *DirectoryReconciler) Reconcile(ctx context.Context, req controller.Requ
 			parts = 1
 		}
 	}
-	plan := PlanDirectory(parts, current, desired, ManagedDirectoryKeys(r.Namespaces))
+	manages := r.Manages
+	if manages == nil {
+		manages = ManagedDirectoryKeys(r.Namespaces)
+	}
+	plan := PlanDirectory(parts, current, desired, manages)
 	if plan.Parts != parts && parts > 0 {
 		logger.Info("Growing the directory", "parts", plan.Parts, "from", parts, "entries", len(desired))
 	}
