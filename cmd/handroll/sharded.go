@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -228,6 +229,7 @@ func startSharded(ctx context.Context, o options, d shardedDeps) error {
 		Members: &shard.Members{
 			Client: d.kube.CoordinationV1(), Namespace: o.leader.LeaseNamespace,
 			Group: o.leader.LeaseName, Identity: d.identity, Duration: o.leader.LeaseDuration,
+			Split: strconv.Itoa(o.shards),
 		},
 		Election:   o.leader,
 		NewElector: func(opts leader.Options) (*leader.Elector, error) { return leader.New(d.cfg, opts, d.registry) },

@@ -88,7 +88,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 
 	// The members are read in a goroutine of their own: a list that hangs
 	// on a partitioned link must not delay the reaction to a lost range.
-	views := make(chan []string, 1)
+	views := make(chan membersView, 1)
 	go c.watchMembers(ctx, views)
 	for {
 		select {
@@ -109,8 +109,19 @@ func (c *Coordinator) Run(ctx context.Context) error {
 				// Handed over; its Lease was released once the work ended.
 				logger.Error(res.err, "The range's work ended with an error on its hand-over", "range", res.r)
 			}
-		case live := <-views:
+		case view := <-views:
+			live := view.live
+			if !slices.Contains(live, c.Members.Identity) {
+				// Until its own Lease is listed, a replica that starts with
+				// another split could list before it, and take ranges too.
+				continue
+			}
 			want := Assign(len(c.Ranges), live)[c.Members.Identity]
+			if len(view.otherSplit) > 0 {
+				// Their range Leases are not ours: hold none until they go.
+				logger.Error(nil, "Members split the WebApps otherwise; holding no range until they are gone", "members", view.otherSplit, "split", c.Members.Split)
+				want = nil
+			}
 			for i, h := range held {
 				if !slices.Contains(want, i) {
 					logger.Info("Handing the range over", "range", c.Ranges[i], "members", live)
@@ -132,28 +143,28 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	}
 }
 
+// membersView is one reading of the members.
+type membersView struct {
+	live, otherSplit []string
+}
+
 // watchMembers sends the live members every Interval until ctx ends,
-// replacing a view not yet read by a newer one. This replica is always
-// among them: its own Lease may not be seen yet, and it must not wait an
-// interval to take a share.
-func (c *Coordinator) watchMembers(ctx context.Context, views chan []string) {
+// replacing a view not yet read by a newer one.
+func (c *Coordinator) watchMembers(ctx context.Context, views chan membersView) {
 	logger := klog.FromContext(ctx)
 	tick := time.NewTicker(c.Interval)
 	defer tick.Stop()
 	for {
-		live, err := c.Members.Live(ctx)
+		live, otherSplit, err := c.Members.live(ctx)
 		if err != nil && ctx.Err() == nil {
 			logger.Error(err, "Reading the shard members; keeping the ranges held")
 		}
 		if err == nil {
-			if !slices.Contains(live, c.Members.Identity) {
-				live = append(live, c.Members.Identity)
-			}
 			select {
 			case <-views: // drop the unread, older view
 			default:
 			}
-			views <- live
+			views <- membersView{live: live, otherSplit: otherSplit}
 		}
 		select {
 		case <-ctx.Done():

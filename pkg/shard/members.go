@@ -19,6 +19,13 @@ import (
 // that two installs in one namespace do not count each other.
 const MemberLabel = "handroll.dev/shard-member"
 
+// SplitAnnotation on a membership Lease says how its replica splits the
+// WebApps ("12", its --shards). Replicas that split differently hold
+// different Leases for the same WebApps, so no range Lease could keep two
+// of them from reconciling one WebApp: the Coordinator takes no range while
+// it sees a member that splits otherwise.
+const SplitAnnotation = "handroll.dev/shard-split"
+
 // Members announces this replica in a Lease of its own and tells which
 // replicas are live. A member is live while its Lease keeps being renewed:
 // liveness is judged, as client-go's election judges a leader, by when this
@@ -33,6 +40,8 @@ type Members struct {
 	// Duration is how long a member stays live after its last renewal is
 	// seen; it renews every Duration/3.
 	Duration time.Duration
+	// Split is written in SplitAnnotation (see there).
+	Split string
 
 	mu       sync.Mutex
 	observed map[string]observation
@@ -84,7 +93,10 @@ func (m *Members) Announce(ctx context.Context) error {
 	l, err := leases.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		_, err = leases.Create(ctx, &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{MemberLabel: m.Group}},
+			ObjectMeta: metav1.ObjectMeta{
+				Name: name, Labels: map[string]string{MemberLabel: m.Group},
+				Annotations: map[string]string{SplitAnnotation: m.Split},
+			},
 			Spec: coordinationv1.LeaseSpec{
 				HolderIdentity: &m.Identity, LeaseDurationSeconds: &seconds,
 				AcquireTime: &now, RenewTime: &now,
@@ -97,6 +109,10 @@ func (m *Members) Announce(ctx context.Context) error {
 	}
 	l.Spec.RenewTime = &now
 	l.Spec.LeaseDurationSeconds = &seconds
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	l.Annotations[SplitAnnotation] = m.Split
 	_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
 	return err
 }
@@ -112,11 +128,18 @@ func (m *Members) staleAfter() time.Duration { return max(10*m.Duration, 5*time.
 // members, sorted; this replica is among them once its Lease exists. It
 // deletes the Leases of members gone for longer than staleAfter.
 func (m *Members) Live(ctx context.Context) ([]string, error) {
+	live, _, err := m.live(ctx)
+	return live, err
+}
+
+// live is Live, and the identities of the live members whose split is not
+// this replica's.
+func (m *Members) live(ctx context.Context) (live, otherSplit []string, err error) {
 	list, err := m.Client.Leases(m.Namespace).List(ctx, metav1.ListOptions{
 		LabelSelector: labels.SelectorFromSet(labels.Set{MemberLabel: m.Group}).String(),
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	now := time.Now()
 	m.mu.Lock()
@@ -125,7 +148,6 @@ func (m *Members) Live(ctx context.Context) ([]string, error) {
 		m.observed = map[string]observation{}
 	}
 	seen := map[string]bool{}
-	var live []string
 	for _, l := range list.Items {
 		if l.Spec.HolderIdentity == nil || l.Spec.RenewTime == nil {
 			continue
@@ -146,6 +168,9 @@ func (m *Members) Live(ctx context.Context) ([]string, error) {
 		}
 		if now.Sub(o.at) < m.Duration {
 			live = append(live, id)
+			if l.Annotations[SplitAnnotation] != m.Split {
+				otherSplit = append(otherSplit, id)
+			}
 		}
 	}
 	for id := range m.observed {
@@ -154,5 +179,6 @@ func (m *Members) Live(ctx context.Context) ([]string, error) {
 		}
 	}
 	slices.Sort(live)
-	return live, nil
+	slices.Sort(otherSplit)
+	return live, otherSplit, nil
 }

@@ -3,6 +3,7 @@ package shard
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -200,4 +201,73 @@ func TestLedgerFindsOverlaps(t *testing.T) {
 	if o := l.overlaps(); len(o) != 1 || !strings.HasPrefix(o[0], "range 1:") {
 		t.Errorf("overlaps = %q, want range 1's alone", o)
 	}
+}
+
+// TestCoordinatorsWithAnotherSplitHoldNothing: replicas that split the
+// WebApps differently (12 ranges and 8) hold different Leases for the same
+// WebApps, so neither may hold any range while it sees the other; once
+// the other is gone, the ranges are taken again.
+func TestCoordinatorsWithAnotherSplitHoldNothing(t *testing.T) {
+	if env == nil {
+		t.Skip("needs the control plane")
+	}
+	ns := env.Namespace(t)
+	client := env.KubeClient(t)
+	opts := leader.DefaultOptions()
+	opts.LeaseNamespace = ns
+	opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod = 4*time.Second, 2*time.Second, 500*time.Millisecond
+	run := func(id string, n int, l *ledger) (stop func()) {
+		ranges, _ := shard.Ranges(n)
+		c := &shard.Coordinator{
+			Ranges:   ranges,
+			Members:  &shard.Members{Client: client.CoordinationV1(), Namespace: ns, Group: "handroll-leader", Identity: id, Duration: 3 * time.Second, Split: strconv.Itoa(n)},
+			Election: opts,
+			NewElector: func(o leader.Options) (*leader.Elector, error) {
+				return leader.New(env.Config, o, prometheus.NewRegistry())
+			},
+			Work:     l.work(id),
+			Interval: 300 * time.Millisecond,
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = c.Run(ctx) }()
+		var once sync.Once
+		stop = func() { once.Do(func() { cancel(); <-done }) }
+		t.Cleanup(stop)
+		return stop
+	}
+	count := func(l *ledger, n int, id string) int {
+		k := 0
+		for _, h := range l.holders(n) {
+			if h == id {
+				k++
+			}
+		}
+		return k
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 30 s", what)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	twelve := &ledger{byRange: map[int][]*record{}}
+	eight := &ledger{byRange: map[int][]*record{}}
+	run("replica-a", 12, twelve)
+	waitFor("a holds its 12 ranges", func() bool { return count(twelve, 12, "replica-a") == 12 })
+
+	stopX := run("replica-x", 8, eight)
+	waitFor("a lets go of every range", func() bool { return count(twelve, 12, "replica-a") == 0 })
+	// x never takes any while a is live: it saw a's split at once.
+	time.Sleep(time.Second)
+	if k := count(eight, 8, "replica-x"); k != 0 || len(eight.byRange) != 0 {
+		t.Errorf("x, splitting 8 ways, ran %d ranges (%d ever) beside a, splitting 12 ways", k, len(eight.byRange))
+	}
+
+	stopX()
+	waitFor("a takes its ranges again once x is gone", func() bool { return count(twelve, 12, "replica-a") == 12 })
 }
