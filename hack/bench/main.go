@@ -7,6 +7,12 @@
 //
 //	go run ./hack/bench [-n 300,1000,3000] [-regimes 20/30,200/300] [-rounds 1] [-unrelated 2000] [-backlog-n 3000] [-skip-failover]
 //
+//	go run ./hack/bench -sharding [-sharding-n 600] [-sharding-regime 20/30]
+//
+// -sharding runs the sharding scenario alone (sharding.go): handroll with
+// --shards=12, one replica against three, on a control plane with the
+// ShardedListAndWatch feature gate, and writes docs/benchmarks-sharding.md.
+//
 // It prints its plan with an estimated time first, then its progress and
 // each phase's time on stderr. See the "How each figure is measured"
 // section of the output for what each measure is.
@@ -88,6 +94,11 @@ type options struct {
 	// explicitContenders says -contenders was given: a contender that
 	// cannot run is then an error, not a note.
 	explicitContenders bool
+	// sharding runs the sharding scenario alone (sharding.go), at
+	// shardingN WebApps in shardingRegime per replica.
+	sharding       bool
+	shardingN      int
+	shardingRegime Regime
 }
 
 func main() {
@@ -148,6 +159,9 @@ func parseFlags(args []string, output io.Writer) (o options, render string, err 
 	fs.BoolVar(&o.skipFailover, "skip-failover", false, "skip the failover trials")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "how long any one wait (convergence, a first write, a Lease) may take before the bench fails")
 	fs.BoolVar(&o.planOnly, "plan", false, "measure nothing: print the plan and its estimated time")
+	fs.BoolVar(&o.sharding, "sharding", false, "run only the sharding scenario: handroll with --shards=12, 1 replica against 3, on a control plane with the ShardedListAndWatch gate; writes benchmarks-sharding.md")
+	fs.IntVar(&o.shardingN, "sharding-n", 600, "WebApps of the sharding scenario, over 30 namespaces")
+	shardingRegime := fs.String("sharding-regime", "20/30", "QPS/BURST of each replica in the sharding scenario")
 	fs.StringVar(&render, "render", "", "measure nothing: rewrite benchmarks.md and benchmarks-scale.svg next to the given benchmarks.json from its samples")
 	if err := fs.Parse(args); err != nil {
 		return o, "", err
@@ -192,6 +206,20 @@ func parseFlags(args []string, output io.Writer) (o options, render string, err 
 	}
 	o.contenders = strings.Split(*contenders, ",")
 	o.explicitContenders = set["contenders"]
+	if specs, err := parseRegimes(*shardingRegime); err != nil || len(specs) != 1 || specs[0].sizes != nil {
+		errs = append(errs, fmt.Errorf("-sharding-regime %q: want one QPS/BURST, such as 20/30", *shardingRegime))
+	} else {
+		o.shardingRegime = specs[0].Regime
+	}
+	if o.sharding {
+		if set["contenders"] {
+			errs = append(errs, errors.New("-sharding measures handroll alone: drop -contenders"))
+		}
+		o.contenders = []string{contenderHandroll}
+		if o.shardingN < 1 {
+			errs = append(errs, errors.New("-sharding-n must be positive"))
+		}
+	}
 	if o.quick {
 		if !set["idle"] {
 			o.idle = 5 * time.Second
@@ -354,10 +382,14 @@ func benchmark(ctx context.Context, o options, args []string) (err error) {
 
 	phase(phaseSetup, nil)
 	// One control plane for everything.
-	cp, err := controlplane.Start(ctx, controlplane.Options{
+	cpOpts := controlplane.Options{
 		CRDDirs:  []string{filepath.Join(root, "manifests", "crd")},
 		Progress: os.Stderr,
-	})
+	}
+	if o.sharding {
+		cpOpts.APIServerArgs = []string{shardingFeatureGate}
+	}
+	cp, err := controlplane.Start(ctx, cpOpts)
 	if err != nil {
 		return err
 	}
@@ -401,6 +433,10 @@ func benchmark(ctx context.Context, o options, args []string) (err error) {
 	b.logf("warming the API server up")
 	if err := b.warmUp(ctx, floor, scaleRegime(o.regimes)); err != nil {
 		return fmt.Errorf("warm-up: %w", err)
+	}
+	if o.sharding {
+		phase(phaseSharding, nil)
+		return b.shardingScenario(ctx, contenders, args)
 	}
 
 	if c := plan.Unrelated; c != nil {

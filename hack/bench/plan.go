@@ -170,6 +170,7 @@ const (
 	phaseCell      = "cell"
 	phaseBacklog   = "backlog"
 	phaseFailover  = "failover"
+	phaseSharding  = "sharding"
 )
 
 // Phase is one step of a run, with the cost model's estimate and, once
@@ -225,6 +226,9 @@ func estMeasurement(n int) time.Duration {
 
 // phases lists the plan's phases with their estimates.
 func (o *options) phases(p Plan, contenders []string) []Phase {
+	if o.sharding {
+		return o.shardingPhases()
+	}
 	operators := slices.DeleteFunc(slices.Clone(contenders), func(c string) bool { return c == "floor" })
 	rounds := o.rounds
 	out := []Phase{

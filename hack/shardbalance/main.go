@@ -7,7 +7,8 @@
 // Each trial draws fresh namespace names and uids; the load of a replica is
 // the WebApps in the ranges Assign gives it. It prints the heaviest
 // replica's load over the ideal (webapps / replicas): its median, 90th
-// percentile and worst over the trials, for each key.
+// percentile and worst over the trials, for each key; and the same for
+// namespaces numbered at the end (team-00, team-01, ...), drawn once.
 package main
 
 import (
@@ -57,6 +58,15 @@ func main() {
 		byNamespace = append(byNamespace, float64(slices.Max(nsLoad))/ideal)
 		byUID = append(byUID, float64(slices.Max(uidLoad))/ideal)
 	}
+	// Namespaces numbered at the end, as people name them: FNV-1a, the API
+	// server's hash, carries a change in the last bytes only weakly into
+	// the high bits that pick the range.
+	load := make([]int, *replicas)
+	for i := range *webapps {
+		load[owner[shard.Of(fmt.Sprintf("team-%02d", i%*namespaces), *ranges)]]++
+	}
+	numbered := float64(slices.Max(load)) / ideal
+
 	fmt.Printf("%d WebApps in %d namespaces, %d ranges, %d replicas, %d trials\n", *webapps, *namespaces, *ranges, *replicas, *trials)
 	fmt.Println("heaviest replica / ideal   median   p90    worst")
 	for _, row := range []struct {
@@ -66,6 +76,7 @@ func main() {
 		slices.Sort(row.v)
 		fmt.Printf("%-26s %6.2f %6.2f %6.2f\n", row.key, row.v[len(row.v)/2], row.v[len(row.v)*9/10], row.v[len(row.v)-1])
 	}
+	fmt.Printf("namespace, team-00 to team-%02d: %.2f (loads %v)\n", *namespaces-1, numbered, load)
 }
 
 // random is 16 hex digits, a stand-in for a uid or a namespace's suffix.

@@ -1,0 +1,585 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/handroll/handroll/pkg/shard"
+)
+
+// The sharding scenario (-sharding): handroll with --shards, one replica
+// against three, at the same per-replica client budget, on the same
+// WebApps. It runs on its own and writes docs/benchmarks-sharding.md.
+const (
+	shardingRanges     = 12
+	shardingNamespaces = 30
+	// shardingReplicas is the replica count compared with one.
+	shardingReplicas = 3
+	// shardingFeatureGate narrows each range's caches on the server.
+	shardingFeatureGate = "--feature-gates=ShardedListAndWatch=true"
+	// shardingIdleWindow is how long the requests of ready, balanced
+	// replicas are counted before any WebApp exists: their Lease traffic.
+	shardingIdleWindow = 6 * time.Second
+	shardingPageName   = "benchmarks-sharding.md"
+)
+
+// handroll's own Lease timings: with 12 ranges, the bench's short failover
+// timings would renew 24 Leases a second per replica.
+const (
+	shardLeaseDuration = 15 * time.Second
+	shardRenewDeadline = 10 * time.Second
+	shardRetryPeriod   = 2 * time.Second
+)
+
+// ShardRun is one measurement: replicas handroll processes converging N
+// WebApps.
+type ShardRun struct {
+	Replicas        int
+	ConvergeSeconds float64
+	// RangeLoads are the WebApps of each range.
+	RangeLoads []int
+	// BalancedSeconds is from the start of the processes to every range
+	// held and each replica at most ceil(ranges / replicas).
+	BalancedSeconds float64
+	PerReplica      []ShardReplica
+}
+
+// ShardReplica is one replica's figures in a run.
+type ShardReplica struct {
+	PeakRSSBytes int64
+	CPUSeconds   float64
+	// Requests are its requests from the WebApps' creation to the settle.
+	Requests map[string]float64
+	// IdleRequestsPerSecond is its rate before any WebApp existed (Leases).
+	IdleRequestsPerSecond float64
+	// MeasuredSeconds is the time Requests were counted over.
+	MeasuredSeconds float64
+	// Ranges are those it reconciled in the measurement, from its metrics;
+	// RangesHeld is handroll_shard_ranges_held at its end.
+	Ranges     []int
+	RangesHeld int
+	WebApps    int
+	Reconciles float64
+}
+
+// ShardingResults is what the sharding page shows.
+type ShardingResults struct {
+	Machine             Machine
+	Command             string
+	Started             string
+	Duration            string
+	N                   int
+	Regime              Regime
+	Workers             int
+	BaselinePeakRSSByte int64
+	Runs                []ShardRun
+	Notes               []string
+}
+
+func (r ShardRun) requests() float64 {
+	var s float64
+	for _, p := range r.PerReplica {
+		s += total(p.Requests)
+	}
+	return s
+}
+
+// leaseRequests estimates the run's Lease traffic during the measurement:
+// each replica's idle rate over the time its requests were counted.
+func (r ShardRun) leaseRequests() float64 {
+	var s float64
+	for _, p := range r.PerReplica {
+		s += p.IdleRequestsPerSecond * p.MeasuredSeconds
+	}
+	return s
+}
+
+// settleOver is settle for a sharded replica, whose Leases keep its
+// counters moving: it waits until, over settleQuiet, they moved by no more
+// than the idle rate explains (with half again and one request of slack),
+// at most settleMax.
+func (b *bench) settleOver(ctx context.Context, p *proc, idleRate float64) (map[string]float64, error) {
+	last, err := p.requests()
+	if err != nil {
+		return nil, err
+	}
+	allowance := idleRate*settleQuiet.Seconds()*1.5 + 1
+	for deadline := time.Now().Add(settleMax); time.Now().Before(deadline); {
+		if err := sleep(ctx, settleQuiet); err != nil {
+			return nil, err
+		}
+		now, err := p.requests()
+		if err != nil {
+			return nil, err
+		}
+		moved := total(now) - total(last)
+		last = now
+		if moved <= allowance {
+			break
+		}
+	}
+	return last, nil
+}
+
+// cacheShare is peak RSS less the idle operator's.
+func cacheShare(peak, baseline int64) float64 { return mib(peak - baseline) }
+
+// shardingPhases is the scenario's plan.
+func (o *options) shardingPhases() []Phase {
+	c := Cell{N: o.shardingN, Regime: o.shardingRegime}
+	one := estConverge(contenderHandroll, c)
+	// Three budgets, less the median namespace imbalance (docs/sharding.md).
+	three := time.Duration(float64(one) / shardingReplicas * 1.2)
+	est := 3*(estStart+shardingIdleWindow) + 2*estMeasurement(c.N) + one + three
+	return []Phase{
+		{Kind: phaseBuild, Name: "build handroll and the floor", EstimatedSeconds: estBuild.Seconds()},
+		{Kind: phaseSetup, Name: "start the control plane (" + shardingFeatureGate + "), warm the API server up", EstimatedSeconds: estSetup.Seconds()},
+		{Kind: phaseSharding, Cell: &c, EstimatedSeconds: est.Seconds(),
+			Name: fmt.Sprintf("sharding: idle baseline, then 1 and %d replicas with --shards=%d converge %s over %d namespaces", shardingReplicas, shardingRanges, c, shardingNamespaces)},
+	}
+}
+
+// shardNamespaces are the scenario's namespaces: the index first, then the
+// label. FNV-1a moves a change in a name's last bytes into the hash's high
+// bits, which pick the range, only weakly: the bench's usual names
+// (namespaceNames: the index last) put 30 namespaces in few of 12 ranges
+// (2 for bench-shard-3-<i>), which would measure that, not the sharding.
+func shardNamespaces(label string) []string {
+	out := make([]string, shardingNamespaces)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s%d-%s", namespacePrefix, i, label)
+	}
+	return out
+}
+
+// rangeLoads counts the WebApps of each range, n WebApps being spread over
+// namespaces as createWebApps spreads them.
+func rangeLoads(namespaces []string, n, ranges int) []int {
+	out := make([]int, ranges)
+	for i := range n {
+		out[shard.Of(namespaces[i%len(namespaces)], ranges)]++
+	}
+	return out
+}
+
+// occupied is how many of loads are not zero.
+func occupied(loads []int) int {
+	k := 0
+	for _, l := range loads {
+		if l > 0 {
+			k++
+		}
+	}
+	return k
+}
+
+// shardArgs are the flags of a sharded replica of group.
+func (b *bench) shardArgs(c contender, group string) []string {
+	return b.args(c, b.o.shardingRegime,
+		"--shards="+strconv.Itoa(shardingRanges),
+		"--leader-elect=true",
+		"--leader-elect-resource-name="+group,
+		"--leader-elect-resource-namespace="+operatorNamespace,
+		"--leader-elect-lease-duration="+shardLeaseDuration.String(),
+		"--leader-elect-renew-deadline="+shardRenewDeadline.String(),
+		"--leader-elect-retry-period="+shardRetryPeriod.String(),
+	)
+}
+
+// shardMetrics is what the scenario reads of a replica's metrics: the
+// ranges it holds now, and the reconciles of each range's controller
+// (controller="webapp-<i>-of-<N>"). A range's controller and its metrics
+// outlive a hand-over, so which ranges a replica worked on in a measurement
+// is told by its reconciles' growth (reconciledRanges), not by which
+// controllers it has.
+type shardMetrics struct {
+	held       float64
+	reconciles map[int]float64
+}
+
+// reconciledRanges are the ranges whose reconciles grew from before to m,
+// and by how much in all.
+func (m shardMetrics) reconciledRanges(before shardMetrics) (ranges []int, reconciles float64) {
+	for i, v := range m.reconciles {
+		if d := v - before.reconciles[i]; d > 0 {
+			ranges = append(ranges, i)
+			reconciles += d
+		}
+	}
+	slices.Sort(ranges)
+	return ranges, reconciles
+}
+
+func (p *proc) shardMetrics() (shardMetrics, error) {
+	client := &http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Get("http://" + p.metricsAddr + "/metrics")
+	if err != nil {
+		return shardMetrics{}, fmt.Errorf("scraping %s: %w", p.name, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return shardMetrics{}, fmt.Errorf("scraping %s: %s", p.name, resp.Status)
+	}
+	return parseShardMetrics(resp.Body)
+}
+
+// parseShardMetrics reads handroll_shard_ranges_held and each range's
+// controller_runtime_reconcile_total.
+func parseShardMetrics(r io.Reader) (shardMetrics, error) {
+	m := shardMetrics{reconciles: map[int]float64{}}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(r)
+	if err != nil {
+		return m, fmt.Errorf("parsing metrics: %w", err)
+	}
+	for _, s := range families["handroll_shard_ranges_held"].GetMetric() {
+		m.held += s.GetGauge().GetValue()
+	}
+	for _, s := range families["controller_runtime_reconcile_total"].GetMetric() {
+		for _, l := range s.GetLabel() {
+			var i, n int
+			if l.GetName() != "controller" {
+				continue
+			}
+			if _, err := fmt.Sscanf(l.GetValue(), "webapp-%d-of-%d", &i, &n); err == nil {
+				m.reconciles[i] += s.GetCounter().GetValue()
+			}
+		}
+	}
+	return m, nil
+}
+
+// webAppsIn counts the WebApps of the ranges rs, n WebApps being spread
+// over namespaces as createWebApps spreads them.
+func webAppsIn(rs []int, namespaces []string, n, ranges int) int {
+	count := 0
+	for i, l := range rangeLoads(namespaces, n, ranges) {
+		if slices.Contains(rs, i) {
+			count += l
+		}
+	}
+	return count
+}
+
+// launchShards starts replicas of group and waits until they are ready and
+// balanced: every range held, none above its ceiling.
+func (b *bench) launchShards(ctx context.Context, c contender, group string, replicas int) ([]*proc, time.Duration, error) {
+	var procs []*proc
+	began := time.Now()
+	for i := range replicas {
+		p, err := launch(fmt.Sprintf("%s-%d", group, i), c.bin, b.shardArgs(c, group), b.logDir)
+		if err != nil {
+			return procs, 0, err
+		}
+		procs = append(procs, p)
+	}
+	ceiling := float64((shardingRanges + replicas - 1) / replicas)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		var held, most float64
+		for _, p := range procs {
+			if !p.running() {
+				return procs, 0, p.failed()
+			}
+			m, err := p.shardMetrics()
+			if err != nil {
+				held = -1 // not serving yet
+				break
+			}
+			held += m.held
+			most = max(most, m.held)
+		}
+		if held == shardingRanges && most <= ceiling {
+			break
+		}
+		if time.Now().After(deadline) {
+			return procs, 0, fmt.Errorf("%s: %d replicas not balanced after 2 minutes (%.0f of %d ranges held, the most %.0f)", group, replicas, held, shardingRanges, most)
+		}
+		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+			return procs, 0, err
+		}
+	}
+	balanced := time.Since(began)
+	for _, p := range procs {
+		if _, err := p.waitReady(ctx, 2*time.Minute); err != nil {
+			return procs, 0, err
+		}
+	}
+	return procs, balanced, nil
+}
+
+func stopAll(procs []*proc) error {
+	var errs []error
+	for _, p := range procs {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, p := range procs {
+		errs = append(errs, p.waitExit(syscall.SIGTERM, stopGrace))
+	}
+	return errors.Join(errs...)
+}
+
+// shardingBaseline is the peak RSS of one idle replica holding every range,
+// over the scenario's namespaces with no WebApp in them.
+func (b *bench) shardingBaseline(ctx context.Context, c contender) (_ int64, err error) {
+	namespaces := shardNamespaces("shard-idle")
+	if err := b.cluster.createNamespaces(ctx, namespaces); err != nil {
+		return 0, err
+	}
+	defer func() { err = errors.Join(err, b.cluster.wipe(context.WithoutCancel(ctx), namespaces)) }()
+	procs, _, err := b.launchShards(ctx, c, "bench-shard-idle", 1)
+	defer func() { err = errors.Join(err, stopAll(procs)) }()
+	if err != nil {
+		return 0, err
+	}
+	if err := sleep(ctx, shardingIdleWindow); err != nil {
+		return 0, err
+	}
+	rss, _, err := procs[0].usage()
+	b.logf("sharding: idle baseline %.1f MiB peak RSS", mib(rss))
+	return rss, err
+}
+
+// shardRun measures replicas converging the scenario's WebApps.
+func (b *bench) shardRun(ctx context.Context, c contender, replicas int) (_ ShardRun, err error) {
+	n := b.o.shardingN
+	run := ShardRun{Replicas: replicas}
+	label := fmt.Sprintf("sharding, %d replica(s), %s", replicas, Cell{N: n, Regime: b.o.shardingRegime})
+	namespaces := shardNamespaces(fmt.Sprintf("shard-%d", replicas))
+	if err := b.cluster.createNamespaces(ctx, namespaces); err != nil {
+		return run, err
+	}
+	b.tracker.begin(namespaces, n)
+	defer func() { err = errors.Join(err, b.cleanUp(ctx, namespaces)) }()
+	b.logf("%s: starting", label)
+	procs, balanced, err := b.launchShards(ctx, c, fmt.Sprintf("bench-shard-%d", replicas), replicas)
+	defer func() { err = errors.Join(err, stopAll(procs)) }()
+	if err != nil {
+		return run, err
+	}
+	run.BalancedSeconds = balanced.Seconds()
+	run.RangeLoads = rangeLoads(namespaces, n, shardingRanges)
+
+	// The Lease traffic alone, before there is anything to reconcile.
+	idleFrom := make([]map[string]float64, replicas)
+	for i, p := range procs {
+		if idleFrom[i], err = p.requests(); err != nil {
+			return run, err
+		}
+	}
+	idleBegan := time.Now()
+	if err := sleep(ctx, shardingIdleWindow); err != nil {
+		return run, err
+	}
+	before := make([]map[string]float64, replicas)
+	metricsBefore := make([]shardMetrics, replicas)
+	for i, p := range procs {
+		if before[i], err = p.requests(); err != nil {
+			return run, err
+		}
+		if metricsBefore[i], err = p.shardMetrics(); err != nil {
+			return run, err
+		}
+	}
+	idleSeconds := time.Since(idleBegan).Seconds()
+	counting := time.Now()
+
+	b.logf("%s: balanced after %s; creating %d WebApps in %d namespaces", label, formatSeconds(run.BalancedSeconds), n, len(namespaces))
+	if err := b.cluster.createWebApps(ctx, namespaces, n); err != nil {
+		return run, err
+	}
+	created := time.Now()
+	r, err := b.wait(ctx, label, procs, func(r runState) bool { return r.converged == r.want }, created)
+	if err != nil {
+		return run, err
+	}
+	run.ConvergeSeconds = r.convergedAt.Sub(created).Seconds()
+	for i, p := range procs {
+		idleRate := total(delta(idleFrom[i], before[i])) / idleSeconds
+		after, err := b.settleOver(ctx, p, idleRate)
+		if err != nil {
+			return run, err
+		}
+		rep := ShardReplica{
+			Requests:              delta(before[i], after),
+			IdleRequestsPerSecond: idleRate,
+			MeasuredSeconds:       time.Since(counting).Seconds(),
+		}
+		if rep.PeakRSSBytes, rep.CPUSeconds, err = p.usage(); err != nil {
+			return run, err
+		}
+		m, err := p.shardMetrics()
+		if err != nil {
+			return run, err
+		}
+		rep.Ranges, rep.Reconciles = m.reconciledRanges(metricsBefore[i])
+		rep.RangesHeld = int(m.held)
+		rep.WebApps = webAppsIn(rep.Ranges, namespaces, n, shardingRanges)
+		run.PerReplica = append(run.PerReplica, rep)
+		b.logf("%s: replica %d: %d ranges held, reconciled %v (%d WebApps), %.0f reconciles, %.0f requests, peak RSS %.1f MiB",
+			label, i, rep.RangesHeld, rep.Ranges, rep.WebApps, rep.Reconciles, total(rep.Requests), mib(rep.PeakRSSBytes))
+	}
+	b.logf("%s: converged in %s, %.0f requests in all", label, formatSeconds(run.ConvergeSeconds), run.requests())
+	return run, nil
+}
+
+// shardingScenario runs the baseline and the two measurements and writes
+// the page.
+func (b *bench) shardingScenario(ctx context.Context, contenders []contender, args []string) error {
+	i := slices.IndexFunc(contenders, func(c contender) bool { return c.name == contenderHandroll })
+	if i < 0 {
+		return errors.New("sharding: handroll was not built")
+	}
+	c := contenders[i]
+	if !hasFlag(c.bin, "shards") {
+		return errors.New("sharding: this handroll has no --shards flag")
+	}
+	res := &ShardingResults{
+		Machine: describeMachine(), Command: commandLine(args), Started: b.res.Started,
+		N: b.o.shardingN, Regime: b.o.shardingRegime, Workers: b.o.workers,
+	}
+	var err error
+	if res.BaselinePeakRSSByte, err = b.shardingBaseline(ctx, c); err != nil {
+		return fmt.Errorf("sharding, baseline: %w", err)
+	}
+	for _, replicas := range []int{1, shardingReplicas} {
+		run, err := b.shardRun(ctx, c, replicas)
+		if err != nil {
+			return fmt.Errorf("sharding, %d replica(s): %w", replicas, err)
+		}
+		res.Runs = append(res.Runs, run)
+	}
+	usual := rangeLoads(b.namespaceNames("shard-3", shardingNamespaces), b.o.shardingN, shardingRanges)
+	res.Notes = append(res.Notes, fmt.Sprintf("Why the namespaces are named index first (`bench-0-shard-3`): with the bench's usual names, index last (`bench-shard-3-0` to `bench-shard-3-%d`), "+
+		"the same %d WebApps would fall in %d of the %d ranges (WebApps per range: %s). FNV-1a, the API server's hash, carries a change in a name's last bytes only weakly into the high bits that pick the range, "+
+		"so namespaces numbered at the end clump; names that differ earlier spread.", shardingNamespaces-1, b.o.shardingN, occupied(usual), shardingRanges, joinInts(usual)))
+	res.Duration = time.Since(b.began).Round(time.Second).String()
+	path := filepath.Join(b.o.out, shardingPageName)
+	if err := os.WriteFile(path, []byte(res.markdown()), 0o644); err != nil {
+		return err
+	}
+	b.logf("wrote %s", path)
+	return nil
+}
+
+// markdown is docs/benchmarks-sharding.md.
+func (r *ShardingResults) markdown() string {
+	var sb strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&sb, format+"\n", args...) }
+	p("# Benchmarks: sharding, 1 replica against %d", shardingReplicas)
+	p("")
+	p("Generated by `%s` on %s (%s in all). Machine: %d cores (%s), %s GiB, %s, %s.",
+		r.Command, r.Started, r.Duration, r.Machine.CPUs, r.Machine.CPU, r.Machine.MemoryGiB, r.Machine.OS, r.Machine.Go)
+	p("**Every figure is one sample from one run**: no medians, no spread; read")
+	p("differences of a few per cent as noise.")
+	p("")
+	p("Setup: one local control plane, its kube-apiserver started with `%s`, so that each", shardingFeatureGate)
+	p("range's caches are narrowed by the server (`shardSelector`). handroll with `--shards=%d`,", shardingRanges)
+	p("each replica at `--kube-api-qps=%s --kube-api-burst=%d` and `--max-concurrent-reconciles=%d`;",
+		strconv.FormatFloat(r.Regime.QPS, 'g', -1, 64), r.Regime.Burst, r.Workers)
+	p("Leases %s / %s / %s. %d WebApps, created once the replicas are ready and balanced,", shardLeaseDuration, shardRenewDeadline, shardRetryPeriod, r.N)
+	p("spread evenly over %d namespaces (`bench-0-shard-<replicas>` to `bench-%d-shard-<replicas>`: which range each falls in is the draw of its name's hash; see the note at the end).", shardingNamespaces, shardingNamespaces-1)
+	p("")
+	if r.Regime.QPS < estServerRate {
+		p("Why QPS %s: the scenario measures what a split of the client budget buys. Three replicas at", strconv.FormatFloat(r.Regime.QPS, 'g', -1, 64))
+		p("`-sharding-regime 200/300` would on this machine's %d cores share one API server that already sets the pace for a", r.Machine.CPUs)
+		p("single client near 130 requests/s (the bench's cost model), and would measure the server, not the sharding.")
+		p("")
+	}
+	if len(r.Runs) != 2 {
+		p("The run did not complete.")
+		return sb.String()
+	}
+	one, many := r.Runs[0], r.Runs[1]
+	tput := func(run ShardRun) float64 { return float64(r.N) / run.ConvergeSeconds }
+	speedup := tput(many) / tput(one)
+	base := r.BaselinePeakRSSByte
+	oneShare := cacheShare(one.PerReplica[0].PeakRSSBytes, base)
+	limit := oneShare / shardingReplicas * 1.1
+	var worstShare float64
+	for _, rep := range many.PerReplica {
+		worstShare = max(worstShare, cacheShare(rep.PeakRSSBytes, base))
+	}
+	reqOne, reqMany := one.requests()/float64(r.N), many.requests()/float64(r.N)
+	netOne, netMany := (one.requests()-one.leaseRequests())/float64(r.N), (many.requests()-many.leaseRequests())/float64(r.N)
+
+	p("## Goals")
+	p("")
+	p("| goal | measured | met |")
+	p("|---|--:|---|")
+	p("| throughput with %d replicas at least 2.5× one's | %.2f× | %s |", shardingReplicas, speedup, metOrNot(speedup >= 2.5))
+	p("| each replica's cache share at most 1/3 + 10%% (1.1 / 3 = 0.367) of one replica's | worst %.3f | %s |", worstShare/oneShare, metOrNot(worstShare <= limit))
+	p("| requests per WebApp, summed over the %d replicas, at most one replica's | %.2f against %.2f | %s |", shardingReplicas, reqMany, reqOne, metOrNot(reqMany <= reqOne))
+	p("| the same, less the Lease traffic (estimated) | %.2f against %.2f | %s |", netMany, netOne, metOrNot(netMany <= netOne))
+	p("")
+	p("## Converge")
+	p("")
+	p("| replicas | balanced after | converge | WebApps/s | requests | requests / WebApp | of them Leases, estimated | Lease requests/s, idle |")
+	p("|--:|--:|--:|--:|--:|--:|--:|--:|")
+	for _, run := range r.Runs {
+		var idle float64
+		for _, rep := range run.PerReplica {
+			idle += rep.IdleRequestsPerSecond
+		}
+		p("| %d | %s | %s | %.1f | %.0f | %.2f | %.2f | %.1f |", run.Replicas, formatSeconds(run.BalancedSeconds), formatSeconds(run.ConvergeSeconds),
+			tput(run), run.requests(), run.requests()/float64(r.N), run.leaseRequests()/float64(r.N), idle)
+	}
+	p("")
+	p("Throughput ratio, %d replicas over 1: **%.2f×** (the goal is 2.5×). WebApps per range in the %d-replica run: %s (%d of %d ranges hold some).",
+		shardingReplicas, speedup, shardingReplicas, joinInts(many.RangeLoads), occupied(many.RangeLoads), shardingRanges)
+	p("")
+	p("## Per replica")
+	p("")
+	p("Idle baseline: one replica holding all %d ranges over the %d namespaces, no WebApps: **%.1f MiB** peak RSS.", shardingRanges, shardingNamespaces, mib(base))
+	p("A replica's cache share is its peak RSS (VmHWM, from its start to the end of the settle) less that baseline.")
+	p("")
+	p("| run | replica | ranges held | ranges reconciled | WebApps | of N | reconciles | requests | peak RSS | cache share | share / 1 replica's | CPU |")
+	p("|---|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+	for _, run := range r.Runs {
+		for i, rep := range run.PerReplica {
+			share := cacheShare(rep.PeakRSSBytes, base)
+			p("| %d replica(s) | %d | %d | %s | %d | %.3f | %.0f | %.0f | %.1f MiB | %.1f MiB | %.3f | %.1f s |", run.Replicas, i,
+				rep.RangesHeld, joinInts(rep.Ranges), rep.WebApps, float64(rep.WebApps)/float64(r.N), rep.Reconciles, total(rep.Requests), mib(rep.PeakRSSBytes), share, share/oneShare, rep.CPUSeconds)
+		}
+	}
+	p("")
+	busiest := 0
+	for _, rep := range many.PerReplica {
+		busiest = max(busiest, rep.WebApps)
+	}
+	ideal := float64(r.N) / shardingReplicas
+	p("The busiest of the %d replicas holds %d WebApps, %.2f× its share (%.0f): one namespace is one range,", shardingReplicas, busiest, float64(busiest)/ideal, ideal)
+	p("and with %d namespaces the median draw is 1.20× ([sharding.md](sharding.md#what-to-hash-the-namespace)).", shardingNamespaces)
+	p("The converge time of %d replicas is the busiest one's: at the single replica's pace (%.1f WebApps/s) the ratio would be %d / %.2f = %.2f;",
+		shardingReplicas, tput(one), shardingReplicas, float64(busiest)/ideal, shardingReplicas/(float64(busiest)/ideal))
+	p("the busiest replica went at %.1f WebApps/s (its %d over the converge time).", float64(busiest)/many.ConvergeSeconds, busiest)
+	p("The cache-share goal assumes an even split: a replica's share is to be read against its WebApps' fraction of N (`of N`),")
+	p("which the namespace hashing, not the replica, decides.")
+	p("")
+	p("## How each figure is measured")
+	p("")
+	p("- **Balanced after**: from starting the replicas to every range held and no replica above ceil(%d / replicas), read from each replica's `handroll_shard_ranges_held`.", shardingRanges)
+	p("- **Converge**: from the last WebApp's creation to every WebApp converged, as the bench's tracker sees it (the same test as `benchmarks.md`'s converge).")
+	p("- **Requests**: each replica's `rest_client_requests_total`, from just before the WebApps are created to when, after convergence, they moved over 2 s by no more than its Lease traffic explains (1.5 × its idle rate, plus one), summed over the replicas. They include the Lease traffic (range Leases renewed every retry period, the membership Lease and list; each elector has a client of its own, outside the QPS budget); the Lease column estimates it as each replica's request rate over %s while ready and balanced with no WebApps, times the time its requests were counted.", shardingIdleWindow)
+	p("- **Ranges, WebApps, reconciles**: the ranges whose controller (`controller=\"webapp-<i>-of-%d\"`) counted reconciles (`controller_runtime_reconcile_total`) in the measurement, the WebApps whose namespace `pkg/shard.Of` puts in those ranges, and those reconciles. An empty range has none, so it is held but not listed; a range that changed hands during the measurement would be listed on both replicas (their WebApps would sum to more than N). Ranges held is `handroll_shard_ranges_held` at the end.", shardingRanges)
+	p("- **Peak RSS**: `VmHWM` of `/proc/<pid>/status`. The baseline is the same reading for an idle replica holding all %d ranges; a replica of %d holds fewer ranges, so fewer (empty) informers, and its share is, if anything, overstated.", shardingRanges, shardingReplicas)
+	p("- **Cache share / 1 replica's**: (peak RSS − baseline) / (the single replica's peak RSS − baseline); the goal reads 1/3 + 10%% as 1.1 × 1/3.")
+	for _, n := range r.Notes {
+		p("")
+		p("%s", n)
+	}
+	return sb.String()
+}
