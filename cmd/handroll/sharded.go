@@ -229,7 +229,7 @@ func startSharded(ctx context.Context, o options, d shardedDeps) error {
 		Members: &shard.Members{
 			Client: d.kube.CoordinationV1(), Namespace: o.leader.LeaseNamespace,
 			Group: o.leader.LeaseName, Identity: d.identity, Duration: o.leader.LeaseDuration,
-			Split: strconv.Itoa(o.shards),
+			Split: strconv.Itoa(o.shards), SingleLeader: o.leader.LeaseName,
 		},
 		Election:   o.leader,
 		NewElector: func(opts leader.Options) (*leader.Elector, error) { return leader.New(d.cfg, opts, d.registry) },
@@ -341,5 +341,34 @@ func inRange(r shard.Range) controller.Predicate {
 		CreateFunc: in,
 		UpdateFunc: func(_, obj metav1.Object) bool { return in(obj) },
 		DeleteFunc: in,
+	}
+}
+
+// waitForNoShards holds a single leader back while replicas with --shards
+// are live: they reconcile under range Leases that this one's Lease does
+// not exclude. A membership Lease seen for the first time counts as live
+// for a lease duration, so Leases left by killed replicas cost that wait.
+func waitForNoShards(ctx context.Context, kube kubernetes.Interface, o options) {
+	m := &shard.Members{Client: kube.CoordinationV1(), Namespace: o.leader.LeaseNamespace,
+		Group: o.leader.LeaseName, Duration: o.leader.LeaseDuration, Split: "0"}
+	logged := false
+	for {
+		others, err := m.OtherSplits(ctx)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return
+		case err != nil:
+			klog.ErrorS(err, "Reading the shard members before reconciling")
+		case len(others) == 0:
+			return
+		case !logged:
+			klog.ErrorS(nil, "Replicas with --shards are live; reconciling nothing until they are gone", "members", others)
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(o.leader.RetryPeriod):
+		}
 	}
 }

@@ -255,6 +255,12 @@ func start(ctx context.Context, o options) error {
 	go func() {
 		election <- elector.Run(runCtx, func(leaderCtx context.Context) error {
 			klog.InfoS("Leading; starting the controllers", "identity", elector.Identity(), "warmStandby", warm)
+			if o.leader.Enabled {
+				waitForNoShards(leaderCtx, kubeClient, o)
+				if isClosed(leaderCtx.Done()) {
+					return nil // stopped while it waited
+				}
+			}
 			if !warm {
 				if err := syncCaches(leaderCtx); err != nil || leaderCtx.Err() != nil {
 					return err // a stop while the caches filled is no error

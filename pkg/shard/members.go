@@ -42,6 +42,10 @@ type Members struct {
 	Duration time.Duration
 	// Split is written in SplitAnnotation (see there).
 	Split string
+	// SingleLeader, when set, names the Lease of one leader reconciling
+	// every WebApp (handroll without --shards): while it is held, its
+	// holder counts as a member that splits otherwise.
+	SingleLeader string
 
 	mu       sync.Mutex
 	observed map[string]observation
@@ -132,6 +136,13 @@ func (m *Members) Live(ctx context.Context) ([]string, error) {
 	return live, err
 }
 
+// OtherSplits returns the live members that split the WebApps otherwise
+// than Split, and the single leader (SingleLeader) if it is held.
+func (m *Members) OtherSplits(ctx context.Context) ([]string, error) {
+	_, other, err := m.live(ctx)
+	return other, err
+}
+
 // live is Live, and the identities of the live members whose split is not
 // this replica's.
 func (m *Members) live(ctx context.Context) (live, otherSplit []string, err error) {
@@ -170,6 +181,28 @@ func (m *Members) live(ctx context.Context) (live, otherSplit []string, err erro
 			live = append(live, id)
 			if l.Annotations[SplitAnnotation] != m.Split {
 				otherSplit = append(otherSplit, id)
+			}
+		}
+	}
+	if m.SingleLeader != "" {
+		l, err := m.Client.Leases(m.Namespace).Get(ctx, m.SingleLeader, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return nil, nil, err
+		case l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" && l.Spec.RenewTime != nil:
+			// Judged as the members are, by when its renewal last changed;
+			// a released Lease has no holder.
+			key := "lease " + l.Name
+			seen[key] = true
+			renew := l.Spec.RenewTime.UTC().Format(time.RFC3339Nano)
+			o, ok := m.observed[key]
+			if !ok || o.renew != renew {
+				o = observation{renew: renew, at: now}
+				m.observed[key] = o
+			}
+			if now.Sub(o.at) < m.Duration {
+				otherSplit = append(otherSplit, "the single leader "+*l.Spec.HolderIdentity+" (Lease "+l.Name+")")
 			}
 		}
 	}

@@ -78,9 +78,10 @@ var operatorNeeds = []need{
 	{operatorNamespace, "coordination.k8s.io", "leases", []string{"get", "create", "update"}, nil,
 		"pkg/leader/elector.go Elector.Run (client-go's LeaderElector through resourcelock.LeaseLock Get/Create/Update) and Elector.release"},
 	// With --shards: one membership Lease per replica, listed by label and
-	// deleted on a clean stop; the ranges' Leases are elected as above.
+	// deleted on a clean stop; the ranges' Leases are elected as above. A
+	// single leader lists them too, to wait while sharded replicas run.
 	{operatorNamespace, "coordination.k8s.io", "leases", []string{"list", "delete"}, nil,
-		"pkg/shard/members.go Members.Live (list by label; delete the Leases of members long gone) and Members.Run (delete its own on a clean stop)"},
+		"pkg/shard/members.go Members.Live and Members.OtherSplits (list by label, also by a single leader before it reconciles: cmd/handroll/sharded.go waitForNoShards; delete the Leases of members long gone) and Members.Run (delete its own on a clean stop)"},
 
 	// Self-managed webhook certificates, on every replica (pkg/certs;
 	// not used with --webhook-cert-dir). The names are the defaults of

@@ -170,3 +170,89 @@ func splitTheWebApps(t *testing.T, env *controlplane.ControlPlane) (a, b *operat
 	}
 	return a, b
 }
+
+// TestSingleLeaderAndShardsNeverRunTogether: one leader without --shards
+// and replicas with it hold different Leases for the same WebApps. A
+// sharded replica takes no range while the single leader's Lease is held,
+// and a single leader reconciles nothing while sharded replicas are live.
+func TestSingleLeaderAndShardsNeverRunTogether(t *testing.T) {
+	if env == nil {
+		t.Skip("needs the control plane")
+	}
+	ctx := context.Background()
+	kube := env.KubeClient(t)
+	apps := env.HandrollClient(t)
+	opNS, ns := env.Namespace(t), env.Namespace(t)
+	app := &handrollv1.WebApp{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: ns}, Spec: handrollv1.WebAppSpec{Image: "nginx:1.27"}}
+	if _, err := apps.HandrollV1().WebApps(ns).Create(ctx, app, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	kubeconfig := env.WriteKubeconfig(t, func(*clientcmdapi.Config) {})
+	launch := func(name string, extra ...string) *operator.Operator {
+		return operator.Start(t, kubeconfig, append([]string{"--namespaces=" + ns,
+			"--operator-namespace=" + opNS, "--leader-elect-resource-namespace=" + opNS,
+			"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=2s", "--leader-elect-retry-period=500ms",
+			"--reconcile-journal=" + filepath.Join(dir, name+".jsonl")}, extra...)...)
+	}
+	reconciles := func(name string) int {
+		entries, _ := operator.ReadJournal(filepath.Join(dir, name+".jsonl"))
+		return len(entries)
+	}
+	held := func(o *operator.Operator) int {
+		f := o.Metrics(t)["handroll_shard_ranges_held"]
+		if f == nil || len(f.GetMetric()) == 0 {
+			return 0
+		}
+		return int(f.GetMetric()[0].GetGauge().GetValue())
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within a minute", what)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	scale := func(n int32) {
+		t.Helper()
+		if _, err := apps.HandrollV1().WebApps(ns).Patch(ctx, "app", types.MergePatchType, []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, n)), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scaledTo := func(n int32) func() bool {
+		return func() bool {
+			d, err := kube.AppsV1().Deployments(ns).Get(ctx, "app", metav1.GetOptions{})
+			return err == nil && *d.Spec.Replicas == n
+		}
+	}
+
+	single := launch("single")
+	waitFor("the single leader reconciles", scaledTo(1))
+	sharded := launch("sharded", "--shards=4")
+	time.Sleep(3 * time.Second)
+	if h := held(sharded); h != 0 {
+		t.Fatalf("the sharded replica holds %d ranges beside a single leader", h)
+	}
+	if err := single.Stop(t, syscall.SIGTERM, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the sharded replica takes every range once the single leader is gone", func() bool { return held(sharded) == 4 })
+	scale(2)
+	waitFor("the sharded replica reconciles", scaledTo(2))
+
+	late := launch("late")
+	waitFor("the new single leader says it waits", func() bool { return strings.Contains(late.Log(), "Replicas with --shards are live") })
+	before := reconciles("late")
+	scale(3)
+	time.Sleep(3 * time.Second)
+	if n := reconciles("late"); n != before {
+		t.Errorf("the single leader reconciled beside a sharded replica (%d journal lines, then %d)", before, n)
+	}
+	if err := sharded.Stop(t, syscall.SIGTERM, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the single leader reconciles once the sharded replica is gone", scaledTo(3))
+}
