@@ -171,13 +171,7 @@ func (m *Members) live(ctx context.Context) (live, otherSplit []string, err erro
 		}
 		id := *l.Spec.HolderIdentity
 		seen[id] = true
-		renew := l.Spec.RenewTime.UTC().Format(time.RFC3339Nano)
-		o, ok := m.observed[id]
-		if !ok || o.renew != renew {
-			o = observation{renew: renew, at: now}
-			m.observed[id] = o
-		}
-		if now.Sub(o.at) < m.Duration {
+		if m.renewedWithin(id, l.Spec.RenewTime, now) {
 			live = append(live, id)
 			if l.Annotations[SplitAnnotation] != m.Split {
 				otherSplit = append(otherSplit, id)
@@ -195,13 +189,7 @@ func (m *Members) live(ctx context.Context) (live, otherSplit []string, err erro
 			// a released Lease has no holder.
 			key := "lease " + l.Name
 			seen[key] = true
-			renew := l.Spec.RenewTime.UTC().Format(time.RFC3339Nano)
-			o, ok := m.observed[key]
-			if !ok || o.renew != renew {
-				o = observation{renew: renew, at: now}
-				m.observed[key] = o
-			}
-			if now.Sub(o.at) < m.Duration {
+			if m.renewedWithin(key, l.Spec.RenewTime, now) {
 				otherSplit = append(otherSplit, "the single leader "+*l.Spec.HolderIdentity+" (Lease "+l.Name+")")
 			}
 		}
@@ -214,4 +202,16 @@ func (m *Members) live(ctx context.Context) (live, otherSplit []string, err erro
 	slices.Sort(live)
 	slices.Sort(otherSplit)
 	return live, otherSplit, nil
+}
+
+// renewedWithin records renewTime as key's latest and reports whether this
+// replica saw it change within Duration before now. m.mu is held.
+func (m *Members) renewedWithin(key string, renewTime *metav1.MicroTime, now time.Time) bool {
+	renew := renewTime.UTC().Format(time.RFC3339Nano)
+	o, ok := m.observed[key]
+	if !ok || o.renew != renew {
+		o = observation{renew: renew, at: now}
+		m.observed[key] = o
+	}
+	return now.Sub(o.at) < m.Duration
 }
