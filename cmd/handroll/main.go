@@ -35,6 +35,7 @@ type options struct {
 	healthAddr       string
 	pprofAddr        string
 	metricsSecure    bool
+	metricsCertDir   string
 	webhookPort      int
 	webhookCertDir   string
 	webhookURL       string
@@ -63,7 +64,8 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.kubeAPITimeout, "kube-api-timeout", 0, "Timeout of each API request; 0 means none (client-go's default).")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus /metrics endpoint; 0 disables it.")
 	fs.StringVar(&o.healthAddr, "health-probe-bind-address", ":8081", "Address of /healthz, /livez and /readyz; 0 disables them.")
-	fs.BoolVar(&o.metricsSecure, "metrics-secure", false, "Serve /metrics over HTTPS (a self-signed certificate) and allow only callers whose bearer token passes a TokenReview and whom RBAC allows to get the /metrics URL.")
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", false, "Serve /metrics over HTTPS (a self-signed certificate unless --metrics-cert-dir) and allow only callers whose bearer token passes a TokenReview and whom RBAC allows to get the /metrics URL.")
+	fs.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "Directory holding the metrics server's tls.crt and tls.key (as cert-manager mounts them), reloaded when they change, so that scrapers can verify it; needs --metrics-secure. Empty: a self-signed certificate made in memory.")
 	fs.IntVar(&o.webhookPort, "webhook-port", 9443, "Port of the HTTPS admission webhook server; 0 disables it.")
 	fs.StringVar(&o.webhookCertDir, "webhook-cert-dir", "", "Directory holding the webhook's tls.crt and tls.key (as cert-manager mounts them), reloaded when they change. Empty: handroll makes, shares and rotates its own certificates (see --webhook-secret-name).")
 	fs.StringVar(&o.webhookURL, "webhook-url", "", "URL at which the API server reaches this process's webhooks, such as https://127.0.0.1:9443 when running outside the cluster; the webhook configurations and the CRD's conversion webhook are pointed at it. Empty: they call the webhook Service.")

@@ -451,11 +451,11 @@ func (s stopper) stop(runErr error) error {
 	}
 }
 
-// servers are step 6's HTTP servers, and the runnable that keeps the
-// webhook server's certificate current.
+// servers are step 6's HTTP servers, and the runnables that keep the
+// webhook and metrics servers' certificates current.
 type servers struct {
 	list            []*server.Server
-	runCertificates func(context.Context) // nil without webhooks
+	runCertificates []func(context.Context)
 	// restoreClientConfigs undoes --webhook-url's repointing; nil without.
 	restoreClientConfigs func(context.Context)
 
@@ -483,12 +483,18 @@ func newServers(cfg *rest.Config, kubeClient kubernetes.Interface, s *runtime.Sc
 	health.AddReadinessReport(server.APIServerCheck(probeClient.Discovery().RESTClient(), time.Second, 5*time.Second))
 
 	out := &servers{}
+	if err := validateMetricsFlags(o); err != nil {
+		return nil, err
+	}
 	if o.metricsAddr != "0" {
-		handler, tlsConfig, err := metricsHandler(cfg, registry, o.metricsSecure)
+		handler, tlsConfig, run, err := metricsHandler(cfg, registry, o.metricsSecure, o.metricsCertDir)
 		if err != nil {
 			return nil, err
 		}
 		out.list = append(out.list, &server.Server{Name: "metrics", Addr: o.metricsAddr, Handler: handler, TLS: tlsConfig})
+		if run != nil {
+			out.runCertificates = append(out.runCertificates, run)
+		}
 	}
 	if o.healthAddr != "0" {
 		mux := http.NewServeMux()
@@ -505,7 +511,7 @@ func newServers(cfg *rest.Config, kubeClient kubernetes.Interface, s *runtime.Sc
 			return nil, err
 		}
 		out.list = append(out.list, webhooks)
-		out.runCertificates = run
+		out.runCertificates = append(out.runCertificates, run)
 		out.restoreClientConfigs = restore
 	} else {
 		klog.InfoS("Not serving the webhooks: --webhook-port=0")
@@ -521,28 +527,64 @@ func newServers(cfg *rest.Config, kubeClient kubernetes.Interface, s *runtime.Sc
 	return out, nil
 }
 
-// metricsHandler serves the registry at /metrics. Secure: over HTTPS (a
-// self-signed certificate), and each scrape authenticated (TokenReview) and
-// authorized (SubjectAccessReview for get /metrics), as controller-runtime's
+// validateMetricsFlags refuses a --metrics-cert-dir that could not be
+// used. It does not turn --metrics-secure on by itself: that flag also
+// makes every scrape need a token and RBAC, which a certificate alone must
+// not impose on the scrapers without being asked.
+func validateMetricsFlags(o options) error {
+	switch {
+	case o.metricsCertDir == "":
+		return nil
+	case !o.metricsSecure:
+		return errors.New("--metrics-cert-dir needs --metrics-secure: plain-HTTP metrics serve no certificate")
+	case o.metricsAddr == "0":
+		return errors.New("--metrics-cert-dir needs the metrics server: --metrics-bind-address is 0")
+	}
+	return nil
+}
+
+// metricsHandler serves the registry at /metrics. Secure: over HTTPS, and
+// each scrape authenticated (TokenReview) and authorized
+// (SubjectAccessReview for get /metrics), as controller-runtime's
 // WithAuthenticationAndAuthorization. The reviews have a client and a rate
 // limit of their own: on the controllers' they would wait behind the
 // reconciles, and scrapes would fail exactly under load.
-func metricsHandler(cfg *rest.Config, registry *prometheus.Registry, secure bool) (http.Handler, *tls.Config, error) {
+//
+// The certificate is self-signed, made in memory, unless certDir names the
+// files to serve (Metrics.CertDir): they are read now, an error if they do
+// not load, and then kept current by run, the same certwatcher as the
+// webhook server's. run is nil for a certificate that never changes.
+func metricsHandler(cfg *rest.Config, registry *prometheus.Registry, secure bool, certDir string) (h http.Handler, tlsConfig *tls.Config, run func(context.Context), err error) {
 	mux := http.NewServeMux()
 	if !secure {
 		mux.Handle("/metrics", server.MetricsHandler(registry))
-		return mux, nil, nil
+		return mux, nil, nil, nil
 	}
-	tlsConfig, err := server.SelfSignedTLS()
-	if err != nil {
-		return nil, nil, err
+	if certDir == "" {
+		if tlsConfig, err = server.SelfSignedTLS(); err != nil {
+			return nil, nil, nil, err
+		}
+	} else {
+		cw, err := server.NewCertWatcher(certDir, server.CertWatcherOptions{})
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("--metrics-cert-dir: %w", err)
+		}
+		// No readiness check: the pair loaded, and an expired one fails
+		// the scrapes (and the expiry alert) without taking the replica
+		// out of the webhook Service.
+		tlsConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: cw.GetCertificate}
+		run = func(ctx context.Context) {
+			if err := cw.Start(ctx); err != nil && ctx.Err() == nil {
+				klog.ErrorS(err, "Metrics certificate watcher stopped")
+			}
+		}
 	}
 	reviewClient, err := kubernetes.NewForConfig(withOwnBucket(cfg, metricsReviewQPS, metricsReviewBurst))
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	mux.Handle("/metrics", server.WithAuthenticationAndAuthorization(reviewClient, 10*time.Second, server.MetricsHandler(registry)))
-	return mux, tlsConfig, nil
+	return mux, tlsConfig, run, nil
 }
 
 // The metrics reviews' own budget. A scraper's decision is cached for 10 s,
@@ -557,8 +599,8 @@ func (s *servers) serve(shutdownTimeout time.Duration) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	s.errs = make(chan error, len(s.list))
-	if s.runCertificates != nil {
-		s.wg.Go(func() { s.runCertificates(ctx) })
+	for _, run := range s.runCertificates {
+		s.wg.Go(func() { run(ctx) })
 	}
 	for _, srv := range s.list {
 		s.wg.Go(func() {
