@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -18,9 +16,6 @@ import (
 
 	"github.com/handroll/handroll/pkg/leader"
 )
-
-// version is set at link time by the Makefile (-ldflags -X main.version=...).
-var version = "v0.0.0-dev"
 
 // options are the command-line flags. Their names follow the kube-* binaries
 // and controller-runtime's manager.Options, so that an operator of either
@@ -182,23 +177,4 @@ func logFlag(field string) string {
 		}
 	}
 	return field
-}
-
-// printVersion prints the version and what the Go toolchain recorded about
-// this binary: the toolchain, the platform and, when built from a checkout,
-// the revision.
-func printVersion(w io.Writer) {
-	fmt.Fprintf(w, "handroll %s\n", version)
-	fmt.Fprintf(w, "  go:       %s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return
-	}
-	fmt.Fprintf(w, "  module:   %s %s\n", bi.Main.Path, bi.Main.Version)
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision", "vcs.time", "vcs.modified", "CGO_ENABLED", "-trimpath":
-			fmt.Fprintf(w, "  %-9s %s\n", s.Key+":", s.Value)
-		}
-	}
 }
