@@ -38,6 +38,41 @@ const (
 	AnnotationRefName        = "org.opencontainers.image.ref.name"
 )
 
+// The OCI image-spec's pre-defined annotation keys the build sets.
+const (
+	LabelCreated  = "org.opencontainers.image.created"
+	LabelTitle    = "org.opencontainers.image.title"
+	LabelVersion  = "org.opencontainers.image.version"
+	LabelRevision = "org.opencontainers.image.revision"
+	LabelSource   = "org.opencontainers.image.source"
+	LabelLicenses = "org.opencontainers.image.licenses"
+)
+
+// Labels are the image's descriptive OCI annotations; empty fields are left
+// out.
+type Labels struct {
+	Title, Version, Revision, Source, Licenses string
+}
+
+// Map is the labels by key, with created added when any other is set; nil
+// when none is.
+func (l Labels) Map(created time.Time) map[string]string {
+	m := map[string]string{}
+	for k, v := range map[string]string{
+		LabelTitle: l.Title, LabelVersion: l.Version, LabelRevision: l.Revision,
+		LabelSource: l.Source, LabelLicenses: l.Licenses,
+	} {
+		if v != "" {
+			m[k] = v
+		}
+	}
+	if len(m) == 0 {
+		return nil
+	}
+	m[LabelCreated] = created.UTC().Format(time.RFC3339)
+	return m
+}
+
 // Binary is one platform's static executable.
 type Binary struct {
 	Platform v1.Platform
@@ -142,8 +177,9 @@ func Gzip(data []byte) ([]byte, error) {
 }
 
 // Image is one platform's image: the empty base, one gzip-compressed layer
-// holding data at /fileName, and a config that runs it as User.
-func Image(p v1.Platform, fileName string, data []byte, created time.Time) (v1.Image, error) {
+// holding data at /fileName, and a config that runs it as User and carries
+// labels.
+func Image(p v1.Platform, fileName string, data []byte, created time.Time, labels map[string]string) (v1.Image, error) {
 	layerTar, err := LayerTar(fileName, data, created)
 	if err != nil {
 		return nil, err
@@ -178,6 +214,7 @@ func Image(p v1.Platform, fileName string, data []byte, created time.Time) (v1.I
 		Config: v1.Config{
 			User:       User,
 			Entrypoint: []string{"/" + fileName},
+			Labels:     labels,
 		},
 		RootFS: v1.RootFS{Type: "layers", DiffIDs: []v1.Hash{diffID}},
 		History: []v1.History{{
@@ -189,9 +226,10 @@ func Image(p v1.Platform, fileName string, data []byte, created time.Time) (v1.I
 }
 
 // Index is the multi-platform image index over one image per binary,
-// ordered by platform whatever the order the binaries were given in. The
+// ordered by platform whatever the order the binaries were given in, with
+// labels on each image's config and as the index's annotations. The
 // platforms' layers are compressed in parallel.
-func Index(binaries []Binary, fileName string, created time.Time) (v1.ImageIndex, error) {
+func Index(binaries []Binary, fileName string, created time.Time, labels map[string]string) (v1.ImageIndex, error) {
 	if len(binaries) == 0 {
 		return nil, fmt.Errorf("no --binary given")
 	}
@@ -210,7 +248,7 @@ func Index(binaries []Binary, fileName string, created time.Time) (v1.ImageIndex
 		wg.Go(func() {
 			data, err := os.ReadFile(b.Path)
 			if err == nil {
-				images[i], err = Image(b.Platform, fileName, data, created)
+				images[i], err = Image(b.Platform, fileName, data, created, labels)
 			}
 			if err != nil {
 				errs[i] = fmt.Errorf("%s: %w", b.Platform.String(), err)
@@ -222,7 +260,10 @@ func Index(binaries []Binary, fileName string, created time.Time) (v1.ImageIndex
 		return nil, err
 	}
 
-	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	var idx v1.ImageIndex = mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	if labels != nil {
+		idx = mutate.Annotations(idx, labels).(v1.ImageIndex)
+	}
 	for i, b := range sorted {
 		p := b.Platform
 		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{

@@ -111,7 +111,7 @@ func TestDeterministic(t *testing.T) {
 	at := time.Unix(1700000000, 0).UTC()
 	annotations := map[string]string{AnnotationContainerdName: "localhost/x:1", AnnotationRefName: "1"}
 	archive := func(bs []Binary) ([]byte, string) {
-		idx, err := Index(bs, "x", at)
+		idx, err := Index(bs, "x", at, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,10 +131,10 @@ func TestDeterministic(t *testing.T) {
 		t.Errorf("two builds differ: %s (%d bytes) and %s (%d bytes)", da, len(a), db, len(b))
 	}
 
-	if _, err := Index(append(bins, bins[0]), "x", at); err == nil {
+	if _, err := Index(append(bins, bins[0]), "x", at, nil); err == nil {
 		t.Error("a platform given twice was accepted")
 	}
-	if _, err := Index(nil, "x", at); err == nil {
+	if _, err := Index(nil, "x", at, nil); err == nil {
 		t.Error("no binary was accepted")
 	}
 }

@@ -23,24 +23,43 @@
 //
 // The index digest (sha256:...) is printed as the last line and written to
 // OUT.digest.
+//
+// --title, --version, --revision, --source and --licenses set the OCI
+// annotations of the same names (org.opencontainers.image.*), as labels in
+// each image's config and as annotations on the index; with any of them,
+// org.opencontainers.image.created is --created too. They are inputs like
+// the others: the same values give the same digest.
+//
+// `image push --archive OUT --tag REF [--insecure]` pushes the archive's
+// index to a registry (push.go) and prints the pushed digest last.
 package main
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	if err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)
 		os.Exit(1)
 	}
 }
 
-func run(args []string) error {
+// run is `image push ...` or, without a subcommand, the build.
+func run(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) > 0 && args[0] == "push" {
+		return pushMain(ctx, args[1:], stdout)
+	}
+	return buildMain(args, stdout)
+}
+
+func buildMain(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("image", flag.ContinueOnError)
 	var binaries []Binary
 	fs.Func("binary", "os/arch=PATH of a static binary; repeat for each platform", func(s string) error {
@@ -55,6 +74,12 @@ func run(args []string) error {
 	ref := fs.String("tag", "localhost/handroll:dev", "the full image reference: registry-host/repository:tag")
 	out := fs.String("out", ".local/image/handroll.tar", "the OCI archive to write; the digest goes to OUT.digest")
 	created := fs.String("created", "", "the time (RFC 3339) on every timestamp in the image (default: SOURCE_DATE_EPOCH, else the Unix epoch)")
+	var labels Labels
+	fs.StringVar(&labels.Title, "title", "", "label "+LabelTitle)
+	fs.StringVar(&labels.Version, "version", "", "label "+LabelVersion)
+	fs.StringVar(&labels.Revision, "revision", "", "label "+LabelRevision+": the commit the binaries were built from")
+	fs.StringVar(&labels.Source, "source", "", "label "+LabelSource)
+	fs.StringVar(&labels.Licenses, "licenses", "", "label "+LabelLicenses+": an SPDX license expression")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -73,7 +98,7 @@ func run(args []string) error {
 		return err
 	}
 
-	idx, err := Index(binaries, *fileName, at)
+	idx, err := Index(binaries, *fileName, at, labels.Map(at))
 	if err != nil {
 		return err
 	}
@@ -98,8 +123,8 @@ func run(args []string) error {
 	if err := writeFile(*out+".digest", []byte(digest.String()+"\n")); err != nil {
 		return err
 	}
-	fmt.Printf("image: %s (%s, %d bytes, created %s) in %s\n", full, platforms(binaries), buf.Len(), at.Format("2006-01-02T15:04:05Z07:00"), *out)
-	fmt.Println(digest.String())
+	fmt.Fprintf(stdout, "image: %s (%s, %d bytes, created %s) in %s\n", full, platforms(binaries), buf.Len(), at.Format("2006-01-02T15:04:05Z07:00"), *out)
+	fmt.Fprintln(stdout, digest.String())
 	return nil
 }
 
