@@ -88,6 +88,27 @@ verify-deps: ## Fail if the main module (tests included) depends on controller-r
 	fi
 	@echo "verify-deps: the main module does not depend on controller-runtime."
 
+##@ Helm
+
+# helm, at the version hack/tools/go.mod pins, built from source with the Go
+# in use into .local/bin/ on first use (minutes on 2 cores), and again
+# only when the pin or Go changes, as golangci-lint is. HELM is its path;
+# set HELM to use another helm binary.
+HELM_PKG     := helm.sh/helm/v4/cmd/helm
+HELM_VERSION  = $(shell awk '$$1 == "helm.sh/helm/v4" { print $$2 }' hack/tools/go.mod)
+HELM         ?= $(CURDIR)/.local/bin/helm-$(HELM_VERSION)-$(shell $(GO) env GOVERSION)
+
+.PHONY: helm
+helm: $(HELM) ## Build helm (pinned in hack/tools) into .local/bin/ if needed and print its path.
+	@echo "$(HELM)"
+
+$(HELM):
+	@if [[ -z "$(HELM_VERSION)" ]]; then echo "helm: hack/tools/go.mod pins no helm.sh/helm/v4" >&2; exit 1; fi
+	@echo "helm: building helm $(HELM_VERSION) into $(@D)/" >&2
+	@mkdir -p "$(@D)"
+	@GOFLAGS= $(GO) -C hack/tools build -trimpath -ldflags "-X helm.sh/helm/v4/internal/version.version=$(HELM_VERSION)" -o "$@.tmp" $(HELM_PKG)
+	@mv -f "$@.tmp" "$@"
+
 ##@ Build
 
 # Static (no cgo), so that the binary runs on the image's empty base.
