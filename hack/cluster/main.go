@@ -15,6 +15,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,8 +34,9 @@ func main() {
 	nodes := flag.Int("nodes", 2, "fake nodes to register with kwok (up)")
 	realNode := flag.String("real-node", "auto", "start the real node "+controlplane.RealNodeName+": auto (where this machine can), true (fail where it cannot), false (up)")
 	pause := flag.String("pause-image", "", "OCI archive of the sandbox image "+controlplane.PauseImage+" (up; default .local/image/pause.tar)")
+	registry := flag.String("registry", "", "the registry binary (hack/image/cmd/registry) the real node pulls localhost/... images from (up; default .local/bin/registry)")
 	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: cluster [--nodes N] [--real-node auto|true|false] [--pause-image FILE] up|down|status|leftovers\n")
+		fmt.Fprintf(os.Stderr, "usage: cluster [--nodes N] [--real-node auto|true|false] [--pause-image FILE] [--registry FILE] up|down|status|leftovers|registry\n")
 	}
 	flag.Parse()
 	if flag.NArg() != 1 {
@@ -56,10 +58,13 @@ func main() {
 	if *pause == "" {
 		*pause = filepath.Join(root, ".local", "image", "pause.tar")
 	}
+	if *registry == "" {
+		*registry = filepath.Join(root, ".local", "bin", "registry")
+	}
 	switch flag.Arg(0) {
 	case "up":
 		var real *controlplane.RealNodeOptions
-		if real, err = wantRealNode(*realNode, *pause); err == nil {
+		if real, err = wantRealNode(*realNode, *pause, *registry); err == nil {
 			err = up(l, *nodes, real)
 		}
 	case "leftovers":
@@ -68,6 +73,8 @@ func main() {
 		err = down(l)
 	case "status":
 		err = status(l)
+	case "registry":
+		err = printRegistry(l)
 	default:
 		flag.Usage()
 		os.Exit(2)
@@ -239,7 +246,7 @@ func status(l layout) error {
 
 // wantRealNode decides whether `up` starts the real node: with "auto",
 // where this machine has what it needs, and says why not otherwise.
-func wantRealNode(mode, pause string) (*controlplane.RealNodeOptions, error) {
+func wantRealNode(mode, pause, registry string) (*controlplane.RealNodeOptions, error) {
 	if mode == "false" {
 		return nil, nil
 	}
@@ -250,8 +257,11 @@ func wantRealNode(mode, pause string) (*controlplane.RealNodeOptions, error) {
 	if _, err := os.Stat(pause); err != nil {
 		missing = append(missing, "the sandbox image "+pause+" (make image-pause)")
 	}
+	if _, err := os.Stat(registry); err != nil {
+		missing = append(missing, "the registry "+registry+" (make node-prerequisites)")
+	}
 	if len(missing) == 0 {
-		return &controlplane.RealNodeOptions{PauseArchive: pause}, nil
+		return &controlplane.RealNodeOptions{PauseArchive: pause, Registry: registry}, nil
 	}
 	why := strings.Join(missing, ", ")
 	if mode == "true" {
@@ -259,6 +269,23 @@ func wantRealNode(mode, pause string) (*controlplane.RealNodeOptions, error) {
 	}
 	fmt.Printf("cluster: no real node: this machine lacks %s; starting the kwok-only cluster (pods only pretend to run)\n", why)
 	return nil, nil
+}
+
+// printRegistry prints the address of the real node's registry, where
+// `make deploy` pushes the images the node pulls as localhost/NAME:TAG.
+func printRegistry(l layout) error {
+	cp, err := controlplane.Load(l.state)
+	if err != nil {
+		return fmt.Errorf("no local cluster (make cluster-up): %w", err)
+	}
+	if cp.Node == nil || cp.Node.Registry == "" {
+		return errors.New("the local cluster has no real node with a registry; `make cluster-down cluster-up REAL_NODE=true` starts one")
+	}
+	if _, down := cp.Running(); slices.Contains(down, "registry") {
+		return errors.New("the local cluster's registry is not running; `make cluster-down cluster-up REAL_NODE=true` starts a new cluster")
+	}
+	fmt.Println(cp.Node.Registry)
+	return nil
 }
 
 // leftovers fails if a real node left a process, mount, cgroup, rule,

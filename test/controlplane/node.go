@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -65,13 +66,27 @@ const (
 type RealNodeOptions struct {
 	// PauseArchive is an OCI archive of PauseImage.
 	PauseArchive string
+	// Registry, when set, is the binary of hack/image/cmd/registry: the
+	// node then runs a registry on loopback and its containerd pulls every
+	// image named localhost/... from it, as a cluster pulls from its
+	// registry (NodeState.Registry is where to push).
+	Registry string
 }
+
+// RegistryAddrFile holds the local registry's address while it runs. It is
+// under RuntimeDir, so NodeLeftovers sees it, and it marks the registry's
+// command line (--addr-file=...) for nodeProcesses.
+const RegistryAddrFile = RuntimeDir + "/registry.addr"
 
 // NodeState is what Stop needs to undo the real node, saved with the
 // control plane so that `cluster down` from another process can do it.
 type NodeState struct {
 	Dir       string `json:"dir"`
 	KubeProxy string `json:"kubeProxy"` // the binary, for --cleanup
+	// Registry is the local registry's host:port on loopback, empty when
+	// the node runs none. Images pushed there as ADDR/NAME:TAG are pulled
+	// by the node as localhost/NAME:TAG.
+	Registry string `json:"registry,omitempty"`
 	// Sysctls holds the values this node changed, to put back.
 	Sysctls map[string]string `json:"sysctls"`
 }
@@ -242,7 +257,7 @@ func (cp *ControlPlane) startRealNode(ctx context.Context, bins *binaries, opts 
 	}
 	cp.Node.KubeProxy = kubeProxy
 	dir := cp.Node.Dir
-	for _, sub := range []string{"containerd", "kubelet", "cni", "cni-ipam", "pod-logs"} {
+	for _, sub := range []string{"containerd", "kubelet", "cni", "cni-ipam", "pod-logs", "certs.d"} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
 			return err
 		}
@@ -269,6 +284,13 @@ func (cp *ControlPlane) startRealNode(ctx context.Context, bins *binaries, opts 
 		return err
 	}
 
+	// The registry, before containerd, whose hosts configuration names it.
+	if opts.Registry != "" {
+		if err := cp.startRegistry(ctx, opts.Registry); err != nil {
+			return err
+		}
+	}
+
 	// containerd, on paths of its own.
 	cniConf := filepath.Join(dir, "cni", "10-handroll.conflist")
 	if err := os.WriteFile(cniConf, []byte(fmt.Sprintf(cniConfig, Bridge, PodSubnet, NodeIP, filepath.Join(dir, "cni-ipam"))), 0o600); err != nil {
@@ -277,7 +299,7 @@ func (cp *ControlPlane) startRealNode(ctx context.Context, bins *binaries, opts 
 	ctdConfig := filepath.Join(dir, "containerd.toml")
 	if err := os.WriteFile(ctdConfig, []byte(fmt.Sprintf(containerdConfig,
 		filepath.Join(dir, "containerd"), RuntimeDir+"/state", ContainerdAddress, PauseImage,
-		RuntimeDir+"/runc", cniBinDir, filepath.Join(dir, "cni"))), 0o600); err != nil {
+		RuntimeDir+"/runc", cniBinDir, filepath.Join(dir, "cni"), filepath.Join(dir, "certs.d"))), 0o600); err != nil {
 		return err
 	}
 	containerd, err := exec.LookPath("containerd")
@@ -318,6 +340,51 @@ func (cp *ControlPlane) startRealNode(ctx context.Context, bins *binaries, opts 
 		return err
 	}
 	return cp.waitNodeReady(ctx, 2*time.Minute)
+}
+
+// startRegistry starts the node's registry on a free loopback port and
+// points containerd's hosts configuration for localhost at it.
+func (cp *ControlPlane) startRegistry(ctx context.Context, bin string) error {
+	dir := cp.Node.Dir
+	_ = os.Remove(RegistryAddrFile)
+	args := []string{
+		"--addr=127.0.0.1:0",
+		"--dir=" + filepath.Join(dir, "registry"),
+		"--log=" + filepath.Join(dir, "registry.log"),
+		"--addr-file=" + RegistryAddrFile,
+	}
+	if err := cp.start(ctx, "registry", bin, args, true, func(ctx context.Context) error {
+		addr, err := os.ReadFile(RegistryAddrFile)
+		if err != nil {
+			return err
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+strings.TrimSpace(string(addr))+"/v2/", nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET /v2/: %s", resp.Status)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	addr, err := os.ReadFile(RegistryAddrFile)
+	if err != nil {
+		return err
+	}
+	cp.Node.Registry = strings.TrimSpace(string(addr))
+	hosts := filepath.Join(dir, "certs.d", "localhost")
+	if err := os.MkdirAll(hosts, 0o700); err != nil {
+		return err
+	}
+	r := cp.Node.Registry
+	return os.WriteFile(filepath.Join(hosts, "hosts.toml"), []byte(fmt.Sprintf(registryHostsTOML, r, r)), 0o600)
 }
 
 func (cp *ControlPlane) waitNodeReady(ctx context.Context, timeout time.Duration) error {
@@ -545,8 +612,8 @@ func NodeLeftovers(dir string) []string {
 	return left
 }
 
-// nodeProcesses are the pids of the node's shims and of anything in a pod's
-// cgroup.
+// nodeProcesses are the pids of the node's shims, its registry and anything
+// in a pod's cgroup.
 func nodeProcesses() []int {
 	var pids []int
 	entries, _ := os.ReadDir("/proc")
@@ -560,7 +627,8 @@ func nodeProcesses() []int {
 			continue
 		}
 		args := strings.Split(string(cmdline), "\x00")
-		if strings.Contains(args[0], "containerd-shim") && slices.Contains(args, ContainerdAddress) {
+		if strings.Contains(args[0], "containerd-shim") && slices.Contains(args, ContainerdAddress) ||
+			slices.Contains(args, "--addr-file="+RegistryAddrFile) {
 			pids = append(pids, pid)
 		}
 	}
@@ -715,7 +783,7 @@ conntrack:
 }
 `
 	// %s: root, state, socket, sandbox image, runc root, CNI bin and conf
-	// directories.
+	// directories, registry hosts directory.
 	containerdConfig = `version = 2
 root = %q
 state = %q
@@ -741,6 +809,16 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = %q
     conf_dir = %q
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    # One directory per registry host: hosts.toml says where to pull from.
+    config_path = %q
+`
+	// %s: the local registry's address, twice. Images named
+	// localhost/NAME:TAG are pulled from it, over plain HTTP on loopback.
+	registryHostsTOML = `server = "http://%s"
+
+[host."http://%s"]
+  capabilities = ["pull", "resolve"]
 `
 	// %s: address, client CA, runtime endpoint, pods' log directory, taint
 	// key.

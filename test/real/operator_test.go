@@ -62,6 +62,9 @@ func TestOperatorInRealContainers(t *testing.T) {
 		makeTarget(t, "deploy", "IMG="+firstImage, "KUSTOMIZE_DIR="+overlay)
 		journals.start()
 	})
+	t.Run("the node pulled the image from the local registry", func(t *testing.T) {
+		checkPulled(t, firstImage)
+	})
 	t.Run("replicas run as real containers under restricted Pod Security", func(t *testing.T) {
 		pods := operatorPods(t, 2)
 		for _, p := range pods {
@@ -889,4 +892,34 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// checkPulled checks that the real node's containerd pulled image
+// (localhost/NAME:TAG) from the local registry, where make deploy pushed
+// it: the registry's log holds containerd's GET of that manifest. Nothing
+// imports the operator's image any more, so a pod running it proves the
+// pull as well; the log says where it came from.
+func checkPulled(t *testing.T, image string) {
+	t.Helper()
+	if cluster.Node.Registry == "" {
+		t.Fatal("the real node runs no registry (make cluster-down cluster-up REAL_NODE=true)")
+	}
+	ref := strings.TrimPrefix(image, "localhost/")
+	name, tag, _ := strings.Cut(ref, ":")
+	data, err := os.ReadFile(filepath.Join(cluster.Node.Dir, "registry.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// containerd resolves the tag (HEAD, or GET) before it fetches by digest.
+	resolved := false
+	for _, method := range []string{"HEAD", "GET"} {
+		resolved = resolved || strings.Contains(string(data), fmt.Sprintf("%s /v2/%s/manifests/%s 200 \"containerd/", method, name, tag))
+	}
+	if !resolved {
+		t.Errorf("the registry at %s resolved no %s:%s for containerd; its log:\n%s", cluster.Node.Registry, name, tag, data)
+	}
+	// A push came first, through the registry's API, not the node's.
+	if !strings.Contains(string(data), fmt.Sprintf("PUT /v2/%s/manifests/%s 201", name, tag)) {
+		t.Errorf("the registry's log has no push of %s:\n%s", image, data)
+	}
 }
