@@ -124,6 +124,14 @@ func Start(t testing.TB, kubeconfig string, args ...string) *Operator {
 // configurations and CRD, which tests sharing a control plane must opt into.
 func Launch(t testing.TB, kubeconfig string, args ...string) *Operator {
 	t.Helper()
+	return LaunchBinary(t, Binary(t), kubeconfig, args...)
+}
+
+// LaunchBinary is Launch with another build of the operator, such as a
+// previous release's: the same flags, the same log and the same stop when t
+// ends.
+func LaunchBinary(t testing.TB, path, kubeconfig string, args ...string) *Operator {
+	t.Helper()
 	webhooks := false
 	for _, a := range args {
 		webhooks = webhooks || strings.HasPrefix(a, "--webhook-")
@@ -137,7 +145,7 @@ func Launch(t testing.TB, kubeconfig string, args ...string) *Operator {
 		HealthAddr:  freeAddr(t),
 		exited:      make(chan struct{}),
 	}
-	o.cmd = exec.Command(Binary(t), append([]string{
+	o.cmd = exec.Command(path, append([]string{
 		"--kubeconfig=" + kubeconfig,
 		"--metrics-bind-address=" + o.MetricsAddr,
 		"--health-probe-bind-address=" + o.HealthAddr,

@@ -1,0 +1,337 @@
+package upgrade
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/handroll/handroll/test/controlplane"
+)
+
+var (
+	webapps     = schema.GroupVersionResource{Group: "handroll.dev", Version: "v1", Resource: "webapps"}
+	deployments = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	replicasets = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "replicasets"}
+	services    = schema.GroupVersionResource{Version: "v1", Resource: "services"}
+	configmaps  = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	pods        = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+)
+
+const (
+	// overlap is how long both processes serve the webhooks, the new one a
+	// standby, before the old one stops.
+	overlap = 3 * time.Second
+	// settle is how long nothing of the measured WebApps may change once
+	// the new process has reconciled every WebApp.
+	settle = 5 * time.Second
+)
+
+// TestUpgradeRollsNoPods upgrades from the previous release to this tree as
+// a user does, CRD first, then the operator, one process replacing the
+// other as a rolling Deployment's pods do, and shows that nobody's pods
+// roll: no Deployment's generation or pod template changes, no child is
+// written, and the WebApps' statuses are kept; the new process writes each
+// status at most once (to add conditions the old one did not know). A
+// writer keeps writing WebApps through the webhooks all along, and none of
+// its writes may be refused.
+func TestUpgradeRollsNoPods(t *testing.T) {
+	began := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	root, err := controlplane.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bins := t.TempDir()
+	oldBin, newBin := filepath.Join(bins, "handroll-previous"), filepath.Join(bins, "handroll-current")
+	build(t, previous.dir, oldBin)
+	build(t, root, newBin)
+	built := time.Since(began)
+
+	kube, hc := env.KubeClient(t), env.HandrollClient(t)
+	dyn := dynamic.NewForConfigOrDie(env.Config)
+	ext := apiextensionsclient.NewForConfigOrDie(env.Config)
+	opNS, ns, writtenNS := namespace(ctx, t, "handroll-system"), namespace(ctx, t, "measured"), namespace(ctx, t, "written")
+
+	// The webhooks' certificate, as cert-manager mounts it, and the
+	// Service in front of the processes.
+	certDir := t.TempDir()
+	caBundle, err := controlplane.WriteServingCertificate(certDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := newService(t)
+	url := "https://" + svc.Addr()
+	start := func(bin string) *replica { return startReplica(t, bin, opNS, certDir, svc) }
+
+	// The cluster as the previous release leaves it.
+	readManifests(t, previous.dir).applyCRDs(ctx, t, ext, url, caBundle)
+	readManifests(t, previous.dir).applyWebhooks(ctx, t, kube, url, caBundle)
+	old := start(oldBin)
+	names := createMeasured(ctx, t, kube, hc, ns)
+	written := createWritten(ctx, t, hc, writtenNS, 3)
+	waitConverged(ctx, t, hc, kube, ns, names)
+	waitConverged(ctx, t, hc, kube, writtenNS, written)
+	waitQuiet(ctx, t, dyn, ns)
+
+	// From here every write to the measured objects is counted.
+	recs := []*recorder{
+		record(ctx, t, dyn, webapps, ns), record(ctx, t, dyn, deployments, ns),
+		record(ctx, t, dyn, services, ns), record(ctx, t, dyn, configmaps, ns),
+		record(ctx, t, dyn, replicasets, ns),
+	}
+	directory := record(ctx, t, dyn, configmaps, opNS)
+	podsBefore := uids(ctx, t, dyn, pods, ns)
+
+	wctx, stopWriter := context.WithCancel(ctx)
+	defer stopWriter()
+	w := &writer{hc: hc, ns: writtenNS, names: written}
+	writing := make(chan struct{})
+	go func() { defer close(writing); w.run(wctx, 20*time.Millisecond) }()
+	time.Sleep(2 * time.Second)
+	if n, _, refused := w.figures(); n == 0 || len(refused) > 0 {
+		t.Fatalf("with the previous release alone, the writer's writes: %d accepted, refused: %v", n, refused)
+	}
+
+	// The upgrade: the CRD and the webhook configurations first, then the
+	// new process, a standby of the same Lease, which joins the Service once
+	// ready; the old one leaves the Service and is stopped.
+	upgradeBegan := time.Now()
+	writesBefore, _, _ := w.figures()
+	current := readManifests(t, root)
+	current.applyCRDs(ctx, t, ext, url, caBundle)
+	current.applyWebhooks(ctx, t, kube, url, caBundle)
+	next := start(newBin)
+	time.Sleep(overlap)
+	svc.remove(old.addr)
+	stopped := time.Now()
+	if err := old.op.Stop(t, syscall.SIGTERM, 45*time.Second); err != nil {
+		t.Errorf("the previous release did not stop cleanly on SIGTERM: %v", err)
+	}
+	exited, _ := old.op.ExitedAt()
+	var keys []string
+	for _, n := range names {
+		keys = append(keys, ns+"/"+n)
+	}
+	for _, n := range written {
+		keys = append(keys, writtenNS+"/"+n)
+	}
+	firstReconcile := next.waitReconciled(ctx, t, keys)
+	reconciled := time.Now()
+	writesDuring, conflicts, _ := w.figures()
+	writesDuring -= writesBefore
+	time.Sleep(settle)
+	stopWriter()
+	<-writing
+	waitConverged(ctx, t, hc, kube, writtenNS, written)
+
+	if both := sideBySide(t, old, next); len(both) > 0 {
+		t.Errorf("the two processes reconciled side by side:\n%s", strings.Join(both, "\n"))
+	}
+	crd, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, "webapps.handroll.dev", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := crd.Status.StoredVersions; !equality.Semantic.DeepEqual(got, []string{"v1"}) {
+		t.Errorf("status.storedVersions %v after the upgrade, want [v1] (docs/upgrade.md)", got)
+	}
+
+	// Refused writes: the webhooks must have been served throughout.
+	writes, _, refused := w.figures()
+	if len(refused) > 0 {
+		t.Errorf("%d of the writer's %d writes were refused:\n%s", len(refused), writes+len(refused), strings.Join(refused, "\n"))
+	}
+	for _, r := range append(recs, directory) {
+		if _, _, _, err := r.result(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Children: no write at all, no object made or removed.
+	var childWrites, statusOnly []write
+	webappStatusWrites := map[string]int{}
+	for _, r := range append(recs, directory) {
+		all, created, deleted, _ := r.result()
+		if len(created)+len(deleted) > 0 {
+			t.Errorf("%s created %v, deleted %v during the upgrade", r.resource, created, deleted)
+		}
+		for _, wr := range all {
+			switch {
+			case r.resource == "webapps" && !wr.content:
+				webappStatusWrites[wr.key]++
+			case wr.content:
+				childWrites = append(childWrites, wr)
+			default:
+				statusOnly = append(statusOnly, wr)
+			}
+		}
+	}
+	if len(childWrites) > 0 {
+		t.Errorf("%d writes to the measured objects' metadata, spec or data during the upgrade (the directory's in %s included):\n%s",
+			len(childWrites), opNS, joinWrites(childWrites))
+	}
+	for _, r := range recs {
+		if late := r.since(reconciled); len(late) > 0 {
+			t.Errorf("%s still changed after the new process had reconciled every WebApp:\n%s", r.resource, joinWrites(late))
+		}
+	}
+	rolled := checkDeployments(t, recs[1])
+	if after := uids(ctx, t, dyn, pods, ns); !equality.Semantic.DeepEqual(podsBefore, after) {
+		t.Errorf("pods replaced: before %v, after %v", podsBefore, after)
+	}
+	added := checkStatuses(t, recs[0], webappStatusWrites)
+
+	conns, connRefused := svc.counts()
+	t.Logf(`upgrade from %s (%s) to this tree:
+  WebApps measured: %d (%d pods), in %s; written by the writer: %d, in %s
+  writer: %d writes accepted during the replacement (CRD applied until the new process had reconciled every WebApp), %d in all, %d conflicts retried, %d refused
+  webhook Service connections: previous %d, current %d, refused %d
+  children written: %d; Deployments whose generation or pod template changed: %d; pods replaced: %d of %d
+  status-only changes of children (by the cluster's controllers): %d
+  WebApp status writes by the new process: %d of %d WebApps, conditions added: %v
+  hand-over: the old process exited %s after SIGTERM; the new one reconciled first %s after that, every WebApp %s after it
+  time: builds %s, replacement %s, whole test %s`,
+		previous.ref, previous.commit[:12],
+		len(names), len(podsBefore), ns, len(written), writtenNS,
+		writesDuring, writes, conflicts, len(refused),
+		conns[old.addr], conns[next.addr], connRefused,
+		len(childWrites), rolled, len(podsBefore)-overlapping(podsBefore, uids(ctx, t, dyn, pods, ns)), len(podsBefore),
+		len(statusOnly),
+		len(webappStatusWrites), len(names), added,
+		exited.Sub(stopped).Round(time.Millisecond), firstReconcile.Sub(exited).Round(time.Millisecond), reconciled.Sub(exited).Round(time.Millisecond),
+		built.Round(time.Second), reconciled.Sub(upgradeBegan).Round(time.Millisecond), time.Since(began).Round(time.Second))
+}
+
+func namespace(ctx context.Context, t *testing.T, prefix string) string {
+	t.Helper()
+	ns, err := env.CreateNamespace(ctx, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+// checkDeployments reports every Deployment whose generation or pod
+// template differs from what it was before the upgrade, and returns how
+// many.
+func checkDeployments(t *testing.T, r *recorder) int {
+	t.Helper()
+	changed := 0
+	for _, name := range r.names() {
+		before, after := r.first[name], r.current(name)
+		tb, _, _ := unstructured.NestedMap(before.Object, "spec", "template")
+		ta, _, _ := unstructured.NestedMap(after.Object, "spec", "template")
+		if before.GetGeneration() != after.GetGeneration() || !equality.Semantic.DeepEqual(tb, ta) {
+			changed++
+			t.Errorf("Deployment %s: generation %d → %d, pod template (-before +after):\n%s",
+				name, before.GetGeneration(), after.GetGeneration(), cmp.Diff(tb, ta))
+		}
+	}
+	return changed
+}
+
+// checkStatuses reports every WebApp whose status the upgrade did not keep,
+// or that the new process wrote more than once; it returns the condition
+// types the new process added.
+func checkStatuses(t *testing.T, r *recorder, statusWrites map[string]int) []string {
+	t.Helper()
+	added := map[string]bool{}
+	for _, name := range r.names() {
+		if n := statusWrites[name]; n > 1 {
+			t.Errorf("WebApp %s: its status was written %d times; an upgrade may write it once", name, n)
+		}
+		before, after := r.first[name], r.current(name)
+		if before.GetGeneration() != after.GetGeneration() {
+			t.Errorf("WebApp %s: generation %d → %d", name, before.GetGeneration(), after.GetGeneration())
+		}
+		for _, field := range []string{"observedGeneration", "replicas", "readyReplicas", "selector", "url"} {
+			b, _, _ := unstructured.NestedFieldNoCopy(before.Object, "status", field)
+			a, _, _ := unstructured.NestedFieldNoCopy(after.Object, "status", field)
+			if !equality.Semantic.DeepEqual(a, b) {
+				t.Errorf("WebApp %s: status.%s %v → %v", name, field, b, a)
+			}
+		}
+		cb, ca := conditions(t, before), conditions(t, after)
+		for typ, b := range cb {
+			a, ok := ca[typ]
+			if !ok {
+				t.Errorf("WebApp %s: condition %s dropped", name, typ)
+				continue
+			}
+			if a.Status != b.Status || a.Reason != b.Reason || a.ObservedGeneration != b.ObservedGeneration || !a.LastTransitionTime.Equal(&b.LastTransitionTime) {
+				t.Errorf("WebApp %s: condition %s not kept: %s/%s (generation %d, since %s) → %s/%s (generation %d, since %s)", name, typ,
+					b.Status, b.Reason, b.ObservedGeneration, b.LastTransitionTime, a.Status, a.Reason, a.ObservedGeneration, a.LastTransitionTime)
+			}
+		}
+		for typ, a := range ca {
+			if _, ok := cb[typ]; !ok {
+				added[fmt.Sprintf("%s=%s", typ, a.Status)] = true
+			}
+		}
+	}
+	var out []string
+	for k := range added {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func conditions(t *testing.T, o *unstructured.Unstructured) map[string]metav1.Condition {
+	t.Helper()
+	raw, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
+	var list struct {
+		Conditions []metav1.Condition `json:"conditions"`
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(map[string]any{"conditions": raw}, &list); err != nil {
+		t.Fatalf("WebApp %s: status.conditions: %v", o.GetName(), err)
+	}
+	out := map[string]metav1.Condition{}
+	for _, c := range list.Conditions {
+		out[c.Type] = c
+	}
+	if meta.FindStatusCondition(list.Conditions, "Ready") == nil {
+		t.Errorf("WebApp %s has no Ready condition", o.GetName())
+	}
+	return out
+}
+
+// uids maps each object's name to its UID.
+func uids(ctx context.Context, t *testing.T, dyn dynamic.Interface, gvr schema.GroupVersionResource, ns string) map[string]string {
+	t.Helper()
+	list, err := dyn.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, o := range list.Items {
+		out[o.GetName()] = string(o.GetUID())
+	}
+	return out
+}
+
+// overlapping counts the objects of a that b holds with the same UID.
+func overlapping(a, b map[string]string) int {
+	n := 0
+	for k, v := range a {
+		if b[k] == v {
+			n++
+		}
+	}
+	return n
+}
