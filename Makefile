@@ -24,6 +24,7 @@ help: ## Show this help.
 .PHONY: generate
 generate: ## Regenerate deepcopy, defaulters, conversions, clientset, listers, informers, apply configurations, the CRD, docs/lines.md and docs/side-by-side.md.
 	hack/update-codegen.sh
+	@$(MAKE) --no-print-directory chart-files
 	@$(MAKE) --no-print-directory lines
 	@$(MAKE) --no-print-directory side-by-side
 
@@ -108,6 +109,35 @@ $(HELM):
 	@mkdir -p "$(@D)"
 	@GOFLAGS= $(GO) -C hack/tools build -trimpath -ldflags "-X helm.sh/helm/v4/internal/version.version=$(HELM_VERSION)" -o "$@.tmp" $(HELM_PKG)
 	@mv -f "$@.tmp" "$@"
+
+# The chart reads two files of manifests/ as data, from copies inside it
+# (helm reads nothing outside a chart): the generated CRD and the alerts.
+# test/chart checks that they are current.
+CHART_FILES := manifests/crd/handroll.dev_webapps.yaml manifests/monitoring/prometheus_rule.yaml
+
+.PHONY: chart-files
+chart-files: ## Copy the CRD and the alerts of manifests/ into charts/handroll/files/ (make generate does it too).
+	cp $(CHART_FILES) charts/handroll/files/
+
+# The chart, packaged as helm repositories serve it: $(CHART_OUT)/handroll-X.Y.Z.tgz
+# for VERSION vX.Y.Z (chart version X.Y.Z, appVersion vX.Y.Z). Every
+# timestamp in the archive is SOURCE_DATE_EPOCH (helm honours it), so the
+# same commit gives the same bytes. CHART_IMG, such as
+# <registry>/handroll@sha256:..., becomes the packaged chart's default image
+# (manager.image.repository and .digest or .tag in values.yaml).
+CHART_OUT ?= dist
+CHART_IMG ?=
+
+.PHONY: chart-package
+chart-package: $(HELM) ## Package charts/handroll into CHART_OUT (default dist/) as handroll-X.Y.Z.tgz, reproducibly; CHART_IMG sets its default image.
+	@v="$(VERSION)"; if [[ ! "$$v" =~ ^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$$ ]]; then \
+	  echo "chart-package: VERSION=$$v is not vX.Y.Z" >&2; exit 1; fi; \
+	tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; \
+	cp -R charts/handroll "$$tmp/handroll"; \
+	if [[ -n "$(CHART_IMG)" ]]; then hack/chart-image.sh "$(CHART_IMG)" "$$tmp/handroll/values.yaml"; fi; \
+	mkdir -p "$(CHART_OUT)"; \
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) "$(HELM)" package "$$tmp/handroll" \
+	  --version "$${v#v}" --app-version "$$v" --destination "$(CHART_OUT)"
 
 ##@ Build
 

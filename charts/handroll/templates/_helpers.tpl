@@ -1,0 +1,72 @@
+{{/*
+The labels Helm charts put on every object they install, beside the
+manifests' own app.kubernetes.io/name. Selectors and the pod template keep
+the manifests' labels only: a selector cannot change on upgrade.
+*/}}
+{{- define "handroll.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{- end }}
+
+{{/* The operator's image: repository@digest, else repository:tag (default: the app version). */}}
+{{- define "handroll.image" -}}
+{{- $img := .Values.manager.image -}}
+{{- if $img.digest -}}
+{{- $img.repository }}@{{ $img.digest }}
+{{- else -}}
+{{- $img.repository }}:{{ $img.tag | default .Chart.AppVersion }}
+{{- end -}}
+{{- end }}
+
+{{/*
+Where the webhook server's certificate comes from: self-managed (handroll
+makes and rotates its own, in a Secret), cert-manager, or secret (one the
+user keeps).
+*/}}
+{{- define "handroll.webhookCerts" -}}
+{{- if and .Values.certManager.enable .Values.webhook.certSecret.name -}}
+{{- fail "certManager.enable and webhook.certSecret.name both choose the webhook certificate: set one" -}}
+{{- else if .Values.certManager.enable -}}
+cert-manager
+{{- else if .Values.webhook.certSecret.name -}}
+{{- if not .Values.webhook.certSecret.caBundle -}}
+{{- fail "webhook.certSecret.name needs webhook.certSecret.caBundle: the API server must trust the certificate, and handroll writes no caBundle when it does not manage the certificate" -}}
+{{- end -}}
+secret
+{{- else -}}
+self-managed
+{{- end -}}
+{{- end }}
+
+{{/* The Secret the webhook certificate is mounted from, when not self-managed. */}}
+{{- define "handroll.webhookCertSecret" -}}
+{{- if .Values.webhook.certSecret.name -}}
+{{ .Values.webhook.certSecret.name }}
+{{- else -}}
+handroll-webhook-cert
+{{- end -}}
+{{- end }}
+
+{{/* The metrics server's certificate comes from cert-manager: only over HTTPS. */}}
+{{- define "handroll.metricsCertManager" -}}
+{{- if and .Values.certManager.enable .Values.metrics.enable .Values.metrics.secure -}}
+true
+{{- end -}}
+{{- end }}
+
+{{/* cert-manager's CA injection, on the webhook configurations and the CRD. */}}
+{{- define "handroll.injectCA" -}}
+cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/handroll-webhook-cert
+{{- end }}
+
+{{/* The issuer of the serving certificates: the user's, else the chart's own CA. */}}
+{{- define "handroll.issuerRef" -}}
+{{- if .Values.certManager.issuerRef -}}
+{{ toYaml .Values.certManager.issuerRef }}
+{{- else -}}
+kind: Issuer
+name: handroll-ca
+{{- end -}}
+{{- end }}
