@@ -304,18 +304,32 @@ func TestComputeStatus(t *testing.T) {
 		}
 		return metav1.Condition{}
 	}
+	withCondition := func(d *appsv1.Deployment, t appsv1.DeploymentConditionType, s corev1.ConditionStatus, reason string) *appsv1.Deployment {
+		d.Status.Conditions = append(d.Status.Conditions, appsv1.DeploymentCondition{Type: t, Status: s, Reason: reason, Message: reason})
+		return d
+	}
+	// reconciling and stalled are the abnormal-true conditions: "" means
+	// absent, and at most one of them is ever present.
 	cases := []struct {
 		name                         string
 		observed                     Observed
 		ready, progressing, degraded metav1.ConditionStatus
 		readyReason                  string
+		reconciling, stalled         string // the reason, "" for absent
 	}{
-		{"nothing created yet", Observed{}, "False", "True", "False", ReasonPending},
-		{"rolling out", Observed{Deployment: dep(1, 1, 2, 1, 1, 1), ServiceExists: true}, "False", "True", "False", ReasonDeploymentNotReady},
-		{"controller has not seen the new generation", Observed{Deployment: dep(2, 1, 2, 2, 2, 2), ServiceExists: true}, "False", "True", "False", ReasonDeploymentNotReady},
-		{"all ready", Observed{Deployment: dep(1, 1, 2, 2, 2, 2), ServiceExists: true}, "True", "False", "False", ReasonAvailable},
-		{"all ready but no Service", Observed{Deployment: dep(1, 1, 2, 2, 2, 2)}, "False", "False", "False", ReasonPending},
-		{"a foreign object holds a name", Observed{Conflict: "Service ns/shop"}, "False", "False", "True", ReasonResourceConflict},
+		{"nothing created yet", Observed{}, "False", "True", "False", ReasonPending, ReasonPending, ""},
+		{"rolling out", Observed{Deployment: dep(1, 1, 2, 1, 1, 1), ServiceExists: true}, "False", "True", "False", ReasonDeploymentNotReady, ReasonRollingOut, ""},
+		{"controller has not seen the new generation", Observed{Deployment: dep(2, 1, 2, 2, 2, 2), ServiceExists: true}, "False", "True", "False", ReasonDeploymentNotReady, ReasonRollingOut, ""},
+		{"all ready", Observed{Deployment: dep(1, 1, 2, 2, 2, 2), ServiceExists: true}, "True", "False", "False", ReasonAvailable, "", ""},
+		{"all ready but no Service", Observed{Deployment: dep(1, 1, 2, 2, 2, 2)}, "False", "False", "False", ReasonPending, ReasonPending, ""},
+		{"a foreign object holds a name", Observed{Conflict: "Service ns/shop"}, "False", "False", "True", ReasonResourceConflict, "", ReasonResourceConflict},
+		{"the API server refuses a child", Observed{ApplyFailed: "Service ns/shop: nodePort taken"}, "False", "False", "True", ReasonApplyFailed, "", ReasonApplyFailed},
+		{"past the progress deadline", Observed{ServiceExists: true,
+			Deployment: withCondition(dep(1, 1, 2, 1, 1, 1), appsv1.DeploymentProgressing, corev1.ConditionFalse, ReasonProgressDeadlineExceeded)},
+			"False", "False", "True", ReasonDeploymentNotReady, "", ReasonProgressDeadlineExceeded},
+		{"pods refused, within the deadline", Observed{ServiceExists: true,
+			Deployment: withCondition(dep(1, 1, 2, 1, 1, 1), appsv1.DeploymentReplicaFailure, corev1.ConditionTrue, "FailedCreate")},
+			"False", "True", "True", ReasonDeploymentNotReady, ReasonRollingOut, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -338,6 +352,15 @@ func TestComputeStatus(t *testing.T) {
 			if got := cond(st, handrollv1.ConditionReady).Reason; got != tc.readyReason {
 				t.Errorf("Ready reason %s, want %s", got, tc.readyReason)
 			}
+			for typ, want := range map[string]string{handrollv1.ConditionReconciling: tc.reconciling, handrollv1.ConditionStalled: tc.stalled} {
+				got := cond(st, typ)
+				if want == "" && got.Type != "" {
+					t.Errorf("%s present: %+v", typ, got)
+				}
+				if want != "" && (got.Status != metav1.ConditionTrue || got.Reason != want || got.ObservedGeneration != 3) {
+					t.Errorf("%s = %s (%s), want True (%s)", typ, got.Status, got.Reason, want)
+				}
+			}
 		})
 	}
 
@@ -352,5 +375,29 @@ func TestComputeStatus(t *testing.T) {
 	flipped := ComputeStatus(w, Observed{Deployment: dep(1, 1, 2, 2, 1, 1), ServiceExists: true}, later)
 	if cond(flipped, handrollv1.ConditionReady).LastTransitionTime != later {
 		t.Error("Ready turned False without a new lastTransitionTime")
+	}
+	if c := cond(flipped, handrollv1.ConditionReconciling); c.Status != metav1.ConditionTrue || c.LastTransitionTime != later {
+		t.Errorf("a rollout under way again: Reconciling %+v, want True since %v", c, later)
+	}
+
+	// Reconciling stays True, with its first transition time, through a
+	// rollout; Stalled replaces it, and convergence removes both.
+	w.Status = flipped
+	evenLater := metav1.NewTime(later.Add(3600e9))
+	still := ComputeStatus(w, Observed{Deployment: dep(1, 1, 2, 1, 1, 1), ServiceExists: true}, evenLater)
+	if c := cond(still, handrollv1.ConditionReconciling); c.LastTransitionTime != later {
+		t.Errorf("Reconciling, still True, moved its lastTransitionTime: %+v", c)
+	}
+	w.Status = still
+	conflict := ComputeStatus(w, Observed{Conflict: "Service ns/shop"}, evenLater)
+	if c := cond(conflict, handrollv1.ConditionReconciling); c.Type != "" {
+		t.Errorf("Reconciling kept beside Stalled: %+v", c)
+	}
+	w.Status = conflict
+	healed := ComputeStatus(w, Observed{Deployment: dep(1, 1, 2, 2, 2, 2), ServiceExists: true}, evenLater)
+	for _, c := range healed.Conditions {
+		if c.Type == handrollv1.ConditionReconciling || c.Type == handrollv1.ConditionStalled {
+			t.Errorf("a converged WebApp still has %+v", c)
+		}
 	}
 }

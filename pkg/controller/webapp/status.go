@@ -23,6 +23,9 @@ const (
 	ReasonRolloutFailed      = "RolloutFailed"
 	ReasonAsExpected         = "AsExpected"
 	ReasonApplyFailed        = "ApplyFailed"
+	// ReasonProgressDeadlineExceeded is the Deployment controller's reason
+	// for a rollout past spec.progressDeadlineSeconds, kept for Stalled.
+	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
 )
 
 // Observed is what the reconciler saw of a WebApp's children.
@@ -45,6 +48,10 @@ type Observed struct {
 // from the current conditions so that a condition whose status does not
 // change keeps its lastTransitionTime; comparing the result with the current
 // status with equality.Semantic then tells whether a write is needed.
+//
+// Besides Ready, Progressing and Degraded it sets the conditions kstatus
+// reads (docs/gitops.md): Reconciling while the children are being created
+// or rolled out, Stalled when only a person can unblock the WebApp.
 func ComputeStatus(w *handrollv1.WebApp, o Observed, now metav1.Time) handrollv1.WebAppStatus {
 	st := handrollv1.WebAppStatus{
 		ObservedGeneration: w.Generation,
@@ -68,6 +75,22 @@ func ComputeStatus(w *handrollv1.WebApp, o Observed, now metav1.Time) handrollv1
 		c := metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: w.Generation, LastTransitionTime: now}
 		meta.SetStatusCondition(&st.Conditions, c)
 	}
+	// Reconciling and Stalled are abnormal-true: present only while True,
+	// as kstatus and Flux have them, so that a converged WebApp carries
+	// neither and an upgrade of the operator rewrites no converged status.
+	// At most one of them is True: kstatus reads the first it finds.
+	stalled := func(reason, msg string) {
+		meta.RemoveStatusCondition(&st.Conditions, handrollv1.ConditionReconciling)
+		set(handrollv1.ConditionStalled, metav1.ConditionTrue, reason, msg)
+	}
+	reconciling := func(reason, msg string) {
+		meta.RemoveStatusCondition(&st.Conditions, handrollv1.ConditionStalled)
+		set(handrollv1.ConditionReconciling, metav1.ConditionTrue, reason, msg)
+	}
+	settled := func() {
+		meta.RemoveStatusCondition(&st.Conditions, handrollv1.ConditionReconciling)
+		meta.RemoveStatusCondition(&st.Conditions, handrollv1.ConditionStalled)
+	}
 
 	if o.Conflict != "" {
 		msg := o.Conflict + " exists and is not controlled by this WebApp; rename or delete it"
@@ -76,6 +99,7 @@ func ComputeStatus(w *handrollv1.WebApp, o Observed, now metav1.Time) handrollv1
 		if d == nil {
 			set(handrollv1.ConditionProgressing, metav1.ConditionFalse, ReasonResourceConflict, msg)
 		}
+		stalled(ReasonResourceConflict, msg)
 		return st
 	}
 	if o.ApplyFailed != "" {
@@ -84,12 +108,14 @@ func ComputeStatus(w *handrollv1.WebApp, o Observed, now metav1.Time) handrollv1
 		if d == nil {
 			set(handrollv1.ConditionProgressing, metav1.ConditionFalse, ReasonApplyFailed, o.ApplyFailed)
 		}
+		stalled(ReasonApplyFailed, o.ApplyFailed)
 		return st
 	}
 	if d == nil {
 		set(handrollv1.ConditionReady, metav1.ConditionFalse, ReasonPending, "the Deployment has not been created yet")
 		set(handrollv1.ConditionProgressing, metav1.ConditionTrue, ReasonRollingOut, "creating the Deployment")
 		set(handrollv1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "")
+		reconciling(ReasonPending, "creating the Deployment")
 		return st
 	}
 
@@ -101,25 +127,34 @@ func ComputeStatus(w *handrollv1.WebApp, o Observed, now metav1.Time) handrollv1
 	replicaFailure := deploymentCondition(d, appsv1.DeploymentReplicaFailure)
 
 	switch {
-	case failed != nil && failed.Status == corev1.ConditionFalse && failed.Reason == "ProgressDeadlineExceeded":
+	case failed != nil && failed.Status == corev1.ConditionFalse && failed.Reason == ReasonProgressDeadlineExceeded:
 		set(handrollv1.ConditionProgressing, metav1.ConditionFalse, ReasonRolloutFailed, failed.Message)
 		set(handrollv1.ConditionDegraded, metav1.ConditionTrue, ReasonRolloutFailed, failed.Message)
+		stalled(ReasonProgressDeadlineExceeded, failed.Message)
 	case replicaFailure != nil && replicaFailure.Status == corev1.ConditionTrue:
+		// Pods refused (a quota, say) may still come once room is made;
+		// past the progress deadline the case above takes over.
 		set(handrollv1.ConditionProgressing, metav1.ConditionTrue, ReasonRollingOut, "rolling out")
 		set(handrollv1.ConditionDegraded, metav1.ConditionTrue, ReasonRolloutFailed, replicaFailure.Message)
+		reconciling(ReasonRollingOut, replicaFailure.Message)
 	case rolledOut:
 		set(handrollv1.ConditionProgressing, metav1.ConditionFalse, ReasonRolloutComplete,
 			fmt.Sprintf("%d of %d replicas updated and available", d.Status.AvailableReplicas, desired))
 		set(handrollv1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "")
+		settled()
 	default:
-		set(handrollv1.ConditionProgressing, metav1.ConditionTrue, ReasonRollingOut,
-			fmt.Sprintf("%d of %d replicas updated, %d available", d.Status.UpdatedReplicas, desired, d.Status.AvailableReplicas))
+		msg := fmt.Sprintf("%d of %d replicas updated, %d available", d.Status.UpdatedReplicas, desired, d.Status.AvailableReplicas)
+		set(handrollv1.ConditionProgressing, metav1.ConditionTrue, ReasonRollingOut, msg)
 		set(handrollv1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "")
+		reconciling(ReasonRollingOut, msg)
 	}
 
 	switch {
 	case !o.ServiceExists:
 		set(handrollv1.ConditionReady, metav1.ConditionFalse, ReasonPending, "the Service has not been created yet")
+		if rolledOut {
+			reconciling(ReasonPending, "the Service has not been created yet")
+		}
 	case rolledOut && d.Status.ReadyReplicas >= desired:
 		set(handrollv1.ConditionReady, metav1.ConditionTrue, ReasonAvailable,
 			fmt.Sprintf("%d of %d replicas ready", d.Status.ReadyReplicas, desired))

@@ -38,6 +38,19 @@ const (
 	// ConditionDegraded is True when the reconciler cannot make the children
 	// match the spec (for example a name conflict with an object we do not own).
 	ConditionDegraded = "Degraded"
+
+	// ConditionReconciling and ConditionStalled are the "abnormal-true"
+	// conditions that kstatus (sigs.k8s.io/cli-utils, read by Flux, kpt and
+	// Config Sync) looks for first. They are present only while True.
+	//
+	// ConditionReconciling is True while the spec is not yet applied or a
+	// rollout is under way: kstatus reads the WebApp as InProgress.
+	ConditionReconciling = "Reconciling"
+	// ConditionStalled is True when the WebApp cannot progress without a
+	// person: a child name held by a foreign object, a child the API server
+	// refuses, a rollout past its progress deadline. kstatus reads it as
+	// Failed.
+	ConditionStalled = "Stalled"
 )
 
 // WebApp runs a stateless web application: a Deployment of spec.replicas pods
@@ -67,7 +80,13 @@ type WebApp struct {
 	// +required
 	Spec WebAppSpec `json:"spec"`
 
+	// Status is the observed state of the WebApp, written by handroll. Until
+	// handroll has observed the WebApp it reads observedGeneration 0: the API
+	// server drops the status of a new object and fills in this default, so
+	// that a tool comparing it with metadata.generation (kstatus, Flux) sees
+	// the WebApp in progress rather than done.
 	// +optional
+	// +kubebuilder:default={observedGeneration: 0}
 	Status WebAppStatus `json:"status,omitempty"`
 }
 
@@ -199,7 +218,8 @@ type WebAppStatus struct {
 	// +optional
 	URL string `json:"url,omitempty"`
 
-	// Conditions are Ready, Progressing and Degraded.
+	// Conditions are Ready, Progressing and Degraded, and Reconciling or
+	// Stalled while True.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

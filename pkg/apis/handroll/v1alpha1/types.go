@@ -46,7 +46,10 @@ type WebApp struct {
 	// +required
 	Spec WebAppSpec `json:"spec"`
 
+	// Status is the observed state of the WebApp; until handroll has
+	// observed it, observedGeneration 0, as in v1.
 	// +optional
+	// +kubebuilder:default={observedGeneration: 0}
 	Status WebAppStatus `json:"status,omitempty"`
 }
 
@@ -122,7 +125,8 @@ type WebAppStatus struct {
 	// +optional
 	URL string `json:"url,omitempty"`
 
-	// Conditions are Ready, Progressing and Degraded.
+	// Conditions are Ready, Progressing and Degraded, and Reconciling or
+	// Stalled while True.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -33,8 +33,13 @@ import (
 type WebAppApplyConfiguration struct {
 	metav1.TypeMetaApplyConfiguration    `json:""`
 	*metav1.ObjectMetaApplyConfiguration `json:"metadata,omitempty"`
-	Spec                                 *WebAppSpecApplyConfiguration   `json:"spec,omitempty"`
-	Status                               *WebAppStatusApplyConfiguration `json:"status,omitempty"`
+	Spec                                 *WebAppSpecApplyConfiguration `json:"spec,omitempty"`
+	// Status is the observed state of the WebApp, written by handroll. Until
+	// handroll has observed the WebApp it reads observedGeneration 0: the API
+	// server drops the status of a new object and fills in this default, so
+	// that a tool comparing it with metadata.generation (kstatus, Flux) sees
+	// the WebApp in progress rather than done.
+	Status *WebAppStatusApplyConfiguration `json:"status,omitempty"`
 }
 
 // WebApp constructs a declarative configuration of the WebApp type for use with

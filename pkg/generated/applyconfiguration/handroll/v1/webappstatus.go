@@ -39,7 +39,8 @@ type WebAppStatusApplyConfiguration struct {
 	Selector *string `json:"selector,omitempty"`
 	// URL is the in-cluster address of the Service.
 	URL *string `json:"url,omitempty"`
-	// Conditions are Ready, Progressing and Degraded.
+	// Conditions are Ready, Progressing and Degraded, and Reconciling or
+	// Stalled while True.
 	Conditions []metav1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 }
 

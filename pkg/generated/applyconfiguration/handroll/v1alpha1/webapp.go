@@ -33,8 +33,10 @@ import (
 type WebAppApplyConfiguration struct {
 	v1.TypeMetaApplyConfiguration    `json:""`
 	*v1.ObjectMetaApplyConfiguration `json:"metadata,omitempty"`
-	Spec                             *WebAppSpecApplyConfiguration   `json:"spec,omitempty"`
-	Status                           *WebAppStatusApplyConfiguration `json:"status,omitempty"`
+	Spec                             *WebAppSpecApplyConfiguration `json:"spec,omitempty"`
+	// Status is the observed state of the WebApp; until handroll has
+	// observed it, observedGeneration 0, as in v1.
+	Status *WebAppStatusApplyConfiguration `json:"status,omitempty"`
 }
 
 // WebApp constructs a declarative configuration of the WebApp type for use with
