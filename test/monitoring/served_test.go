@@ -22,54 +22,7 @@ import (
 // must be there. It also shows, on a copy of a dashboard changed in
 // memory, that a panel naming a metric handroll does not serve fails.
 func TestDashboardMetricsAreServed(t *testing.T) {
-	ns := env.Namespace(t)
-	opNS := env.Namespace(t)
-	configuration := installWebhookConfigurations(t)
-	port := operator.FreePort(t)
-	url := fmt.Sprintf("https://127.0.0.1:%d", port)
-	op := operator.Start(t, env.Kubeconfig,
-		"--operator-namespace="+opNS,
-		"--leader-elect-resource-namespace="+opNS,
-		fmt.Sprintf("--webhook-port=%d", port),
-		"--webhook-url="+url,
-		"--webhook-configuration-name="+configuration,
-		"--conversion-crd=webapps.handroll.dev",
-	)
-
-	// Until the operator has injected its CA bundle and URL, the API server
-	// cannot call the webhooks, and refuses WebApps (failurePolicy Fail).
-	hc := env.HandrollClient(t)
-	poll(t, "a WebApp is admitted through the webhooks", time.Minute, func(ctx context.Context) (bool, error) {
-		_, err := hc.HandrollV1().WebApps(ns).Create(ctx, &handrollv1.WebApp{
-			ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
-			Spec:       handrollv1.WebAppSpec{Image: "nginx:1.27"},
-		}, metav1.CreateOptions{})
-		return err == nil, nil
-	})
-	poll(t, "the WebApp is reconciled", 30*time.Second, func(ctx context.Context) (bool, error) {
-		w, err := hc.HandrollV1().WebApps(ns).Get(ctx, "web", metav1.GetOptions{})
-		return err == nil && w.Status.ObservedGeneration == w.Generation, nil
-	})
-	// Stored as v1, read as v1alpha1: the conversion webhook converts it.
-	poll(t, "the WebApp is read as v1alpha1", 30*time.Second, func(ctx context.Context) (bool, error) {
-		_, err := hc.HandrollV1alpha1().WebApps(ns).Get(ctx, "web", metav1.GetOptions{})
-		return err == nil, nil
-	})
-
-	var families map[string]*dto.MetricFamily
-	poll(t, "/metrics counts the admission and conversion requests", 30*time.Second, func(context.Context) (bool, error) {
-		families = op.Metrics(t)
-		for _, path := range []string{"/mutate-handroll-dev-v1-webapp", "/validate-handroll-dev-v1-webapp", "/convert"} {
-			if webhookRequests(families, path, "200") == 0 {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	if got := certificateLabels(families); got != "ca,serving" {
-		t.Errorf("the certificate expiry metric has certificates %q, want ca,serving", got)
-	}
-
+	_, _, families := servingOperator(t)
 	var all []query
 	for file, data := range readDashboards(t) {
 		all = append(all, parseDashboard(t, file, data).queries(file)...)
@@ -166,7 +119,8 @@ func poll(t *testing.T, what string, timeout time.Duration, cond func(context.Co
 
 // installWebhookConfigurations creates the webhook configurations of
 // manifests/webhook, which point at the in-cluster Service (the operator
-// redirects them to --webhook-url), and returns their name. This package's
+// redirects them to --webhook-url), and returns their name; they are
+// deleted when t ends. This package's
 // control plane is its own, so they apply to every namespace.
 func installWebhookConfigurations(t *testing.T) string {
 	t.Helper()
@@ -182,5 +136,67 @@ func installWebhookConfigurations(t *testing.T) string {
 	if _, err := ar.ValidatingWebhookConfigurations().Create(ctx, validating, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// Deleted after the operator has stopped (cleanups run last first), so
+	// that the next test can install them again.
+	t.Cleanup(func() {
+		_ = ar.MutatingWebhookConfigurations().Delete(context.Background(), mutating.Name, metav1.DeleteOptions{})
+		_ = ar.ValidatingWebhookConfigurations().Delete(context.Background(), validating.Name, metav1.DeleteOptions{})
+	})
 	return mutating.Name
 }
+
+// servingOperator runs the operator with its webhooks and self-managed
+// certificates, makes it reconcile a WebApp, admit it and convert it, and
+// returns it, its namespace and a scrape in which every webhook has
+// answered and both certificates are reported.
+func servingOperator(t *testing.T) (*operator.Operator, string, map[string]*dto.MetricFamily) {
+	t.Helper()
+	ns := env.Namespace(t)
+	opNS := env.Namespace(t)
+	configuration := installWebhookConfigurations(t)
+	port := operator.FreePort(t)
+	url := fmt.Sprintf("https://127.0.0.1:%d", port)
+	op := operator.Start(t, env.Kubeconfig,
+		"--operator-namespace="+opNS,
+		"--leader-elect-resource-namespace="+opNS,
+		fmt.Sprintf("--webhook-port=%d", port),
+		"--webhook-url="+url,
+		"--webhook-configuration-name="+configuration,
+		"--conversion-crd=webapps.handroll.dev",
+	)
+	// Until the operator has injected its CA bundle and URL, the API server
+	// cannot call the webhooks, and refuses WebApps (failurePolicy Fail).
+	hc := env.HandrollClient(t)
+	poll(t, "a WebApp is admitted through the webhooks", time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := hc.HandrollV1().WebApps(ns).Create(ctx, &handrollv1.WebApp{
+			ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+			Spec:       handrollv1.WebAppSpec{Image: "nginx:1.27"},
+		}, metav1.CreateOptions{})
+		return err == nil, nil
+	})
+	poll(t, "the WebApp is reconciled", 30*time.Second, func(ctx context.Context) (bool, error) {
+		w, err := hc.HandrollV1().WebApps(ns).Get(ctx, "web", metav1.GetOptions{})
+		return err == nil && w.Status.ObservedGeneration == w.Generation, nil
+	})
+	// Stored as v1, read as v1alpha1: the conversion webhook converts it.
+	poll(t, "the WebApp is read as v1alpha1", 30*time.Second, func(ctx context.Context) (bool, error) {
+		_, err := hc.HandrollV1alpha1().WebApps(ns).Get(ctx, "web", metav1.GetOptions{})
+		return err == nil, nil
+	})
+
+	var families map[string]*dto.MetricFamily
+	poll(t, "/metrics counts the admission and conversion requests", 30*time.Second, func(context.Context) (bool, error) {
+		families = op.Metrics(t)
+		for _, path := range []string{"/mutate-handroll-dev-v1-webapp", "/validate-handroll-dev-v1-webapp", "/convert"} {
+			if webhookRequests(families, path, "200") == 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if got := certificateLabels(families); got != "ca,serving" {
+		t.Errorf("the certificate expiry metric has certificates %q, want ca,serving", got)
+	}
+	return op, opNS, families
+}
+
