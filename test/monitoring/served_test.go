@@ -199,4 +199,3 @@ func servingOperator(t *testing.T) (*operator.Operator, string, map[string]*dto.
 	}
 	return op, opNS, families
 }
-
