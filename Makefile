@@ -235,8 +235,8 @@ testbin: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
 TEST_FLAGS ?= -race -count=1 -p 2 -timeout 30m
 
 .PHONY: test
-test: testbin ## Run unit, integration and end-to-end tests (with -race), then a short fuzz of each target (builds the control plane first if needed).
-	KUBEBUILDER_ASSETS="$$(hack/testbin.sh path | tail -n 1)" $(GO) test $(TEST_FLAGS) ./...
+test: testbin $(HELM) ## Run unit, integration and end-to-end tests (with -race), then a short fuzz of each target (builds the control plane and helm first if needed).
+	KUBEBUILDER_ASSETS="$$(hack/testbin.sh path | tail -n 1)" HELM="$(HELM)" $(GO) test $(TEST_FLAGS) ./...
 	$(GO) -C hack/image test -count=1 ./...
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
 
