@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
@@ -12,7 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
+	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	"github.com/handroll/handroll/pkg/controller/webapp"
@@ -41,7 +45,8 @@ func operatorNamespace(t *testing.T) string {
 
 // TestWebAppBecomesReady runs the operator as a user would and follows a
 // WebApp through its life: its pods become ready on kwok's nodes, its status
-// says so, the directory lists it, and deleting it removes everything.
+// says so (to `kubectl wait --for=condition=Ready` and to kstatus too), the
+// directory lists it, and deleting it removes everything.
 func TestWebAppBecomesReady(t *testing.T) {
 	ns := env.Namespace(t)
 	op := operator.Start(t, env.Kubeconfig,
@@ -67,6 +72,14 @@ func TestWebAppBecomesReady(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// As a script or a CI job waits for it: the real kubectl, until the
+	// WebApp's Ready condition is True for its generation.
+	waitCmd := exec.CommandContext(ctx, filepath.Join(env.BinDir, "kubectl"), "--kubeconfig="+env.Kubeconfig,
+		"wait", "--for=condition=Ready", "webapp/shop", "-n", ns, "--timeout=2m")
+	if out, err := waitCmd.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl wait --for=condition=Ready: %v\n%s", err, out)
+	}
+
 	var w *handrollv1.WebApp
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		w, err = hc.HandrollV1().WebApps(ns).Get(ctx, "shop", metav1.GetOptions{})
@@ -87,6 +100,15 @@ func TestWebAppBecomesReady(t *testing.T) {
 
 	if w.Status.URL != "http://shop."+ns+".svc:80" || w.Status.Replicas != 2 || w.Status.Selector == "" {
 		t.Errorf("status %+v", w.Status)
+	}
+	// As Flux reads it, once converged: kstatus on the object as served.
+	u, err := dynamic.NewForConfigOrDie(env.Config).Resource(handrollv1.SchemeGroupVersion.WithResource("webapps")).
+		Namespace(ns).Get(ctx, "shop", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := kstatus.Compute(u); err != nil || res.Status != kstatus.CurrentStatus {
+		t.Errorf("kstatus reads the Ready WebApp as %+v (%v), want Current", res, err)
 	}
 	for _, get := range []func() error{
 		func() error {

@@ -332,8 +332,10 @@ func TestForeignObjectIsNeverOverwritten(t *testing.T) {
 			return false, err
 		}
 		c := meta.FindStatusCondition(w.Status.Conditions, handrollv1.ConditionReady)
+		stalled := meta.FindStatusCondition(w.Status.Conditions, handrollv1.ConditionStalled)
 		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == webapp.ReasonResourceConflict &&
-			strings.Contains(c.Message, "Service "+ns+"/web"), nil
+			strings.Contains(c.Message, "Service "+ns+"/web") &&
+			stalled != nil && stalled.Status == metav1.ConditionTrue && stalled.Reason == webapp.ReasonResourceConflict, nil
 	})
 	eventually(t, "a Warning event names the conflict", func(ctx context.Context) (bool, error) {
 		evs, err := kube.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
@@ -371,6 +373,13 @@ func TestForeignObjectIsNeverOverwritten(t *testing.T) {
 		}
 		ref := metav1.GetControllerOf(s)
 		return ref != nil && ref.Kind == "WebApp", nil
+	})
+	eventually(t, "the WebApp is no longer Stalled", func(ctx context.Context) (bool, error) {
+		w, err := handrollClient(t).HandrollV1().WebApps(ns).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return meta.FindStatusCondition(w.Status.Conditions, handrollv1.ConditionStalled) == nil, nil
 	})
 }
 
@@ -518,8 +527,10 @@ func TestRefusedChildIsReported(t *testing.T) {
 			return false, err
 		}
 		c := meta.FindStatusCondition(w.Status.Conditions, handrollv1.ConditionDegraded)
+		stalled := meta.FindStatusCondition(w.Status.Conditions, handrollv1.ConditionStalled)
 		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == webapp.ReasonApplyFailed &&
-			strings.Contains(c.Message, "already allocated"), nil
+			strings.Contains(c.Message, "already allocated") &&
+			stalled != nil && stalled.Status == metav1.ConditionTrue && stalled.Reason == webapp.ReasonApplyFailed, nil
 	})
 
 	// The refused WebApp would be retried for ever; later tests count
