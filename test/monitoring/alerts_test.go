@@ -232,6 +232,23 @@ func TestAlertMetricsAreServed(t *testing.T) {
 		}
 	}
 
+	// The check itself: a made-up metric, a matcher on a label the metric
+	// lacks, and a grouping by a label no metric has are reported.
+	bad, err := parser.ParseExpr(`sum by (controllr) (rate(controller_runtime_reconcile_errors_total{job="handroll-metrics", result="error"}[5m])) + on (namespace) handroll_made_up_total`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(unservedInAlert(bad, families), "\n")
+	for _, want := range []string{
+		"handroll_made_up_total is not served",
+		"controller_runtime_reconcile_errors_total has no label result",
+		"the label controllr it groups",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("a made-up alert: the check does not report %q; it reports:\n%s", want, got)
+		}
+	}
+
 	// Scrapes as Prometheus would store them, with the target's labels.
 	target := map[string]string{"job": job, "namespace": opNS, "pod": "handroll-0", "instance": op.MetricsAddr,
 		"service": job, "endpoint": "metrics", "container": "manager"}
@@ -453,13 +470,15 @@ func flatten(families map[string]*dto.MetricFamily) []sample {
 				out = append(out, sample{name, lbl, m.GetUntyped().GetValue()})
 			case dto.MetricType_HISTOGRAM:
 				h := m.GetHistogram()
+				inf := false
 				for _, b := range h.GetBucket() {
+					inf = inf || math.IsInf(b.GetUpperBound(), 1)
 					out = append(out, sample{name + "_bucket", with("le", formatFloat(b.GetUpperBound())), float64(b.GetCumulativeCount())})
 				}
-				out = append(out,
-					sample{name + "_bucket", with("le", "+Inf"), float64(h.GetSampleCount())},
-					sample{name + "_sum", lbl, h.GetSampleSum()},
-					sample{name + "_count", lbl, float64(h.GetSampleCount())})
+				if !inf {
+					out = append(out, sample{name + "_bucket", with("le", "+Inf"), float64(h.GetSampleCount())})
+				}
+				out = append(out, sample{name + "_sum", lbl, h.GetSampleSum()}, sample{name + "_count", lbl, float64(h.GetSampleCount())})
 			case dto.MetricType_SUMMARY:
 				sm := m.GetSummary()
 				for _, q := range sm.GetQuantile() {
