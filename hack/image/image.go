@@ -260,7 +260,7 @@ func Index(binaries []Binary, fileName string, created time.Time, labels map[str
 		return nil, err
 	}
 
-	var idx v1.ImageIndex = mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 	if labels != nil {
 		idx = mutate.Annotations(idx, labels).(v1.ImageIndex)
 	}

@@ -114,7 +114,7 @@ func Push(ctx context.Context, tag name.Tag, idx v1.ImageIndex, insecure bool, k
 	if err != nil {
 		return v1.Hash{}, err
 	}
-	var rt http.RoundTripper = remote.DefaultTransport
+	rt := remote.DefaultTransport
 	if !insecure {
 		rt = httpsOnly{rt}
 	}
