@@ -52,7 +52,8 @@ func checkOut(root, file string) (*release, error) {
 			"the upgrade test builds it from the repository's history: fetch it (git fetch --unshallow, or git fetch origin tag %s) or use a full clone",
 			ref, file, why, ref)
 	}
-	dir, err := os.MkdirTemp("", "handroll-previous-release-")
+	removeLeftWorktrees(root)
+	dir, err := os.MkdirTemp("", worktreePrefix)
 	if err != nil {
 		return nil, err
 	}
@@ -61,6 +62,24 @@ func checkOut(root, file string) (*release, error) {
 		return nil, err
 	}
 	return &release{ref: ref, commit: commit, root: root, dir: dir}, nil
+}
+
+const worktreePrefix = "handroll-previous-release-"
+
+// removeLeftWorktrees removes the worktrees that runs killed before they
+// could remove their own left behind (one run at a time per clone).
+func removeLeftWorktrees(root string) {
+	list, err := git(root, "worktree", "list", "--porcelain")
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(list, "\n") {
+		path, ok := strings.CutPrefix(line, "worktree ")
+		if ok && strings.HasPrefix(filepath.Base(path), worktreePrefix) && filepath.Dir(path) == filepath.Clean(os.TempDir()) {
+			_, _ = git(root, "worktree", "remove", "--force", path)
+		}
+	}
+	_, _ = git(root, "worktree", "prune")
 }
 
 // remove removes the worktree and git's record of it.
