@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 )
 
 // A write is one change to an object, as a watch saw it: of its content
@@ -59,7 +61,12 @@ func record(ctx context.Context, t *testing.T, dyn dynamic.Interface, gvr schema
 		o := &list.Items[i]
 		r.first[o.GetName()], r.last[o.GetName()] = o, o
 	}
-	w, err := dyn.Resource(gvr).Namespace(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: list.GetResourceVersion()})
+	// A retry watcher resumes where a closed watch stopped: the API server
+	// closes the watches of a custom resource when its CRD changes.
+	lw := &cache.ListWatch{WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		return dyn.Resource(gvr).Namespace(ns).Watch(ctx, o)
+	}}
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.GetResourceVersion(), lw)
 	if err != nil {
 		t.Fatalf("watching %s in %s: %v", gvr.Resource, ns, err)
 	}
