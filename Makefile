@@ -6,8 +6,13 @@ SHELL := /usr/bin/env bash
 .DEFAULT_GOAL := help
 
 MODULE  := github.com/handroll/handroll
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0.0-dev)
-LDFLAGS := -X main.version=$(VERSION)
+# The version has one source, the VERSION file; `handroll --version` prints
+# it with the commit and whether the tree held uncommitted changes, so that a
+# build that is not the release still says what it is.
+VERSION        ?= $(shell cat VERSION)
+GIT_COMMIT     ?= $(shell git rev-parse HEAD 2>/dev/null)
+GIT_TREE_STATE ?= $(shell s="$$(git status --porcelain 2>/dev/null)" && { [[ -z "$$s" ]] && echo clean || echo dirty; })
+LDFLAGS := -X main.version=$(VERSION) -X main.gitCommit=$(GIT_COMMIT) -X main.gitTreeState=$(GIT_TREE_STATE)
 GO      ?= go
 export GOWORK := off
 
@@ -157,7 +162,7 @@ IMG ?= localhost/handroll:dev
 # for both), then copies the binary onto an empty base.
 .PHONY: docker-build
 docker-build: ## Build the image IMG (default localhost/handroll:dev) with Docker, from the sources (multi-stage Dockerfile).
-	docker build --build-arg VERSION=$(VERSION) -t $(IMG) .
+	docker build --build-arg VERSION=$(VERSION) --build-arg GIT_COMMIT=$(GIT_COMMIT) --build-arg GIT_TREE_STATE=$(GIT_TREE_STATE) -t $(IMG) .
 
 .PHONY: docker-push
 docker-push: ## Push the image IMG with Docker (IMG must name your registry).
@@ -180,22 +185,43 @@ DEMO_IMG           ?= localhost/handroll-demo:1
 CONTAINERD_ADDRESS ?= /run/handroll-node/containerd.sock
 LOAD_ARCHIVE       ?= $(IMAGE_DIR)/handroll.tar
 
-# $(call build-image,NAME,PACKAGE,PLATFORMS,TAG,LDFLAGS): build the static
-# bin/NAME-OS-ARCH of PACKAGE for each platform, then $(IMAGE_DIR)/NAME.tar
-# holding /NAME, tagged TAG; prints its digest last. hack/image runs in its
-# own module's directory, hence the absolute paths.
+# $(call build-image,NAME,PACKAGE,PLATFORMS,TAG,LDFLAGS,FLAGS): build the
+# static bin/NAME-OS-ARCH of PACKAGE for each platform, then
+# $(IMAGE_DIR)/NAME.tar holding /NAME, tagged TAG, with hack/image's FLAGS;
+# prints its digest last. hack/image runs in its own module's directory,
+# hence the absolute paths.
 define build-image
 	@for p in $(3); do \
 	  cmd=(env CGO_ENABLED=0 GOOS="$${p%%/*}" GOARCH="$${p#*/}" $(GO) build -trimpath -ldflags '$(5)' -o "bin/$(1)-$${p//\//-}" $(2)); \
 	  echo "$${cmd[*]}"; "$${cmd[@]}"; \
 	done
-	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) -C hack/image run . --name $(1) --tag $(4) \
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) -C hack/image run . --name $(1) --tag $(4) $(6) \
 	  $(foreach p,$(3),--binary $(p)=$(CURDIR)/bin/$(1)-$(subst /,-,$(p))) --out $(CURDIR)/$(IMAGE_DIR)/$(1).tar
 endef
 
+# The operator image's OCI labels (org.opencontainers.image.*); created is
+# SOURCE_DATE_EPOCH. The source is the module path.
+IMAGE_LABELS = --title=handroll --version=$(VERSION) --revision=$(GIT_COMMIT) --source=$(MODULE) --licenses=Apache-2.0
+
 .PHONY: image
 image: ## Build the image IMG for linux/amd64 and linux/arm64 into .local/image/handroll.tar, no container engine needed; prints its digest.
-	$(call build-image,handroll,./cmd/handroll,$(IMAGE_PLATFORMS),$(IMG),$(LDFLAGS))
+	$(call build-image,handroll,./cmd/handroll,$(IMAGE_PLATFORMS),$(IMG),$(LDFLAGS),$(IMAGE_LABELS))
+
+# make image-push IMG=<registry>/<repo>:<tag> builds the image first (the
+# build cache makes that quick when nothing changed, and so what is pushed
+# is the tree as it is, never an archive left from another commit), unless
+# PUSH_ARCHIVE names an archive to push as it is, such as a release's
+# dist/handroll-image.tar. Credentials: $DOCKER_CONFIG/config.json, else
+# ~/.docker/config.json (docker login, or credential helpers they name).
+# REGISTRY_INSECURE=true allows plain HTTP, to localhost or a loopback
+# address only.
+PUSH_ARCHIVE      ?=
+REGISTRY_INSECURE ?= false
+
+.PHONY: image-push
+image-push: ## Push the image IMG=<registry>/<repo>:<tag> (built by make image first, or PUSH_ARCHIVE as it is) with no container engine; prints the pushed digest.
+	@if [[ -z "$(PUSH_ARCHIVE)" ]]; then $(MAKE) --no-print-directory image; fi
+	$(GO) -C hack/image run . push --archive $(abspath $(or $(PUSH_ARCHIVE),$(IMAGE_DIR)/handroll.tar)) --tag $(IMG) --insecure=$(REGISTRY_INSECURE)
 
 .PHONY: image-pause
 image-pause: ## Build the local node's sandbox image localhost/handroll-pause:1 into .local/image/pause.tar (this machine's architecture only).
@@ -317,10 +343,16 @@ cluster-up: testbin ## Start the local cluster in the background (reuses a runni
 	KUBEBUILDER_ASSETS="$$(hack/testbin.sh path | tail -n 1)" $(CLUSTER) --real-node=$(REAL_NODE) up
 
 .PHONY: node-prerequisites
-node-prerequisites: ## Install the real node's Debian packages (as root), build kubelet and kube-proxy, and the sandbox image.
+node-prerequisites: ## Install the real node's Debian packages (as root), build kubelet, kube-proxy, the node's registry and the sandbox image.
 	hack/install-node-packages.sh
 	hack/testbin.sh node
-	@$(MAKE) --no-print-directory image-pause
+	@$(MAKE) --no-print-directory registry image-pause
+
+# The real node's registry (hack/image/cmd/registry), on loopback: make
+# deploy pushes the operator's image there and the node pulls it.
+.PHONY: registry
+registry: ## Build the local cluster's registry into .local/bin/registry.
+	$(GO) -C hack/image build -trimpath -o $(CURDIR)/.local/bin/registry ./cmd/registry
 
 .PHONY: cluster-down
 cluster-down: ## Stop every process of the local cluster and remove its state.
@@ -336,8 +368,34 @@ cluster-leftovers: ## Fail if a local cluster left a process, mount, cgroup, rul
 
 ##@ Deploy
 
+# The WebApp CRD alone (manifests/crd), under kubebuilder's target names, so
+# that `make install run KUBECONFIG=...` runs the operator from here against
+# a fresh cluster. Without KUBECONFIG: the local cluster, started if needed
+# (as run does). uninstall deletes the CRD and with it every WebApp in the
+# cluster (the garbage collector then takes their Deployments, Services and
+# ConfigMaps), as kubebuilder's does: no prompt, it names how many go;
+# ignore-not-found=true makes a missing CRD no error.
+KUBECTL            ?= $(or $(shell command -v kubectl),$(shell hack/testbin.sh path | tail -n 1)/kubectl)
+INSTALL_KUBECONFIG  = $(or $(strip $(KUBECONFIG)),$(LOCAL_KUBECONFIG))
+ignore-not-found   ?= false
+
+.PHONY: install
+install: ## Install the WebApp CRD (manifests/crd) into KUBECONFIG's cluster, else the local cluster's; waits until it is Established.
+	@if [[ -z "$(strip $(KUBECONFIG))" ]]; then $(MAKE) --no-print-directory cluster-up; fi
+	$(KUBECTL) --kubeconfig "$(INSTALL_KUBECONFIG)" apply --server-side --field-manager=handroll-install --force-conflicts -k manifests/crd
+	$(KUBECTL) --kubeconfig "$(INSTALL_KUBECONFIG)" wait --for=condition=Established --timeout=60s crd/webapps.handroll.dev
+
+.PHONY: uninstall
+uninstall: ## Delete the WebApp CRD, and so every WebApp, from KUBECONFIG's cluster (else the local one's); ignore-not-found=true: no error if absent.
+	@if [[ ! -f "$(INSTALL_KUBECONFIG)" ]]; then \
+	  echo "uninstall: no kubeconfig at $(INSTALL_KUBECONFIG): set KUBECONFIG, or start the local cluster (make cluster-up)" >&2; exit 1; fi
+	@n="$$($(KUBECTL) --kubeconfig "$(INSTALL_KUBECONFIG)" get webapps.handroll.dev --all-namespaces --no-headers 2>/dev/null | wc -l)"; \
+	if [[ "$$n" -gt 0 ]]; then echo "uninstall: deleting the CRD deletes the cluster's $$n WebApp(s), and their workloads with them"; fi
+	$(KUBECTL) --kubeconfig "$(INSTALL_KUBECONFIG)" delete --ignore-not-found=$(ignore-not-found) --timeout=120s -k manifests/crd
+
 # Without KUBECONFIG: the local cluster (started if needed), the image built
-# with `make image` and loaded into its real node, manifests/local. With
+# with `make image` and pushed to its registry (local-push), which its real
+# node pulls from, manifests/local. With
 # KUBECONFIG: that cluster and manifests/default; IMG must be pullable there
 # (make docker-build docker-push IMG=...). KUSTOMIZE_DIR overrides the base.
 .PHONY: deploy
@@ -346,9 +404,21 @@ ifneq ($(strip $(KUBECONFIG)),)
 	hack/deploy.sh deploy "$(or $(KUSTOMIZE_DIR),manifests/default)" "$(IMG)"
 else
 	@$(MAKE) --no-print-directory cluster-up REAL_NODE=true
-	@$(MAKE) --no-print-directory image image-load
+	@$(MAKE) --no-print-directory local-push
 	KUBECONFIG="$(LOCAL_KUBECONFIG)" hack/deploy.sh deploy "$(or $(KUSTOMIZE_DIR),manifests/local)" "$(IMG)"
 endif
+
+# The local cluster's real node pulls localhost/NAME:TAG from the registry
+# it runs on loopback (its containerd's hosts configuration says so), as a
+# cluster pulls from any registry: build the image, push it there.
+.PHONY: local-push
+local-push: ## Build the image IMG (localhost/NAME:TAG) and push it to the local cluster's registry, which its real node pulls from.
+	@case "$(IMG)" in localhost/*) ;; *) \
+	  echo "local-push: IMG=$(IMG): on the local cluster, name the image localhost/NAME:TAG (its node pulls localhost/... from the cluster's registry)" >&2; exit 1;; \
+	esac
+	@$(MAKE) --no-print-directory image
+	@reg="$$($(CLUSTER) registry | tail -n 1)"; img='$(IMG)'; \
+	$(MAKE) --no-print-directory image-push PUSH_ARCHIVE=$(IMAGE_DIR)/handroll.tar IMG="$$reg/$${img#localhost/}" REGISTRY_INSECURE=true
 
 .PHONY: undeploy
 undeploy: ## Remove what deploy installed, in order: every WebApp (finalizers removed if no operator runs), the operator, the rest, the CRD last.
@@ -369,6 +439,44 @@ build-installer: ## Write manifests/default with the image IMG into one YAML fil
 	hack/deploy.sh render "$(or $(KUSTOMIZE_DIR),manifests/default)" "$(IMG)" >"$(INSTALLER).tmp" || { rm -f "$(INSTALLER).tmp"; exit 1; }
 	@mv -f "$(INSTALLER).tmp" "$(INSTALLER)"
 	@echo "wrote $(INSTALLER) with the image $(IMG)"
+
+##@ Release
+
+# make release VERSION=vX.Y.Z writes into RELEASE_DIR, with no cluster and no
+# container engine: handroll-image.tar (the image index, tagged
+# RELEASE_REPO:VERSION), install.yaml (manifests/default with the image by
+# digest, RELEASE_REPO@sha256:...), handroll-X.Y.Z.tgz (the chart),
+# sbom.spdx.json (SPDX 2.3, the binaries' Go modules) and SHA256SUMS. VERSION
+# must be the VERSION file's: the binaries say what that file says. The tree
+# must be clean (RELEASE_ALLOW_DIRTY=true to try it anyway): every timestamp
+# is the commit's, so the same commit gives the same files. Publish with
+# make image-push IMG=RELEASE_REPO:VERSION PUSH_ARCHIVE=dist/handroll-image.tar.
+RELEASE_REPO        ?= localhost/handroll
+RELEASE_DIR         ?= dist
+RELEASE_ALLOW_DIRTY ?= false
+# Read once, so that every step stamps the same commit and time.
+RELEASE_PINS = GIT_COMMIT=$(GIT_COMMIT) GIT_TREE_STATE=$(GIT_TREE_STATE) SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH)
+
+.PHONY: release
+release: ## Write the release VERSION (= the VERSION file) into dist/: install.yaml, the chart, the image archive, an SPDX SBOM, SHA256SUMS.
+	@file="$$(cat VERSION)"; if [[ "$(VERSION)" != "$$file" ]]; then \
+	  echo "release: VERSION=$(VERSION), but the VERSION file holds $$file: change the file (and CHANGELOG.md) in a commit, then release from it" >&2; exit 1; \
+	fi
+	@if [[ ! "$(VERSION)" =~ ^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$$ ]]; then \
+	  echo "release: VERSION=$(VERSION) is not a semantic version such as v0.1.0" >&2; exit 1; \
+	fi
+	@if [[ "$(GIT_TREE_STATE)" != clean && "$(RELEASE_ALLOW_DIRTY)" != true ]]; then \
+	  echo "release: the tree is $(or $(GIT_TREE_STATE),not a git checkout): commit first (RELEASE_ALLOW_DIRTY=true to build anyway)" >&2; exit 1; \
+	fi
+	rm -rf "$(RELEASE_DIR)" && mkdir -p "$(RELEASE_DIR)"
+	@$(MAKE) --no-print-directory image IMG=$(RELEASE_REPO):$(VERSION) $(RELEASE_PINS)
+	cp $(IMAGE_DIR)/handroll.tar "$(RELEASE_DIR)/handroll-image.tar"
+	@$(MAKE) --no-print-directory build-installer IMG=$(RELEASE_REPO)@$$(cat $(IMAGE_DIR)/handroll.tar.digest) INSTALLER=$(RELEASE_DIR)/install.yaml
+	@$(MAKE) --no-print-directory chart-package CHART_OUT=$(abspath $(RELEASE_DIR)) \
+	  CHART_IMG=$(RELEASE_REPO)@$$(cat $(IMAGE_DIR)/handroll.tar.digest) $(RELEASE_PINS)
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) -C hack/image run ./cmd/release --dir $(abspath $(RELEASE_DIR)) --version $(VERSION) \
+	  --digest $$(cat $(IMAGE_DIR)/handroll.tar.digest) $(foreach p,$(IMAGE_PLATFORMS),--binary $(CURDIR)/bin/handroll-$(subst /,-,$(p)))
+	@cat "$(RELEASE_DIR)/SHA256SUMS"
 
 ##@ Run
 

@@ -158,3 +158,25 @@ func TestReleaseRefuses(t *testing.T) {
 		t.Errorf("Sums over a directory holding a directory: %v", err)
 	}
 }
+
+// TestMakeReleaseRefusesVersion: `make release` with a VERSION that is not
+// the VERSION file's stops before it builds or removes anything.
+func TestMakeReleaseRefusesVersion(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("no make on PATH")
+	}
+	root, err := filepath.Abs("../../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "dist")
+	cmd := exec.Command("make", "--no-print-directory", "release", "VERSION=v9.9.9", "RELEASE_DIR="+dir)
+	cmd.Dir = root
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "release: VERSION=v9.9.9, but the VERSION file holds") {
+		t.Errorf("make release VERSION=v9.9.9: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("make release VERSION=v9.9.9 made %s: %v", dir, err)
+	}
+}
