@@ -389,7 +389,7 @@ install: ## Install the WebApp CRD (manifests/crd) into KUBECONFIG's cluster, el
 uninstall: ## Delete the WebApp CRD, and so every WebApp, from KUBECONFIG's cluster (else the local one's); ignore-not-found=true: no error if absent.
 	@if [[ ! -f "$(INSTALL_KUBECONFIG)" ]]; then \
 	  echo "uninstall: no kubeconfig at $(INSTALL_KUBECONFIG): set KUBECONFIG, or start the local cluster (make cluster-up)" >&2; exit 1; fi
-	@n="$$($(KUBECTL) --kubeconfig "$(INSTALL_KUBECONFIG)" get webapps.handroll.dev --all-namespaces --no-headers 2>/dev/null | wc -l)"; \
+	@n="$$($(KUBECTL) --kubeconfig "$(INSTALL_KUBECONFIG)" get webapps.handroll.dev --all-namespaces --no-headers 2>/dev/null | wc -l || true)"; \
 	if [[ "$$n" -gt 0 ]]; then echo "uninstall: deleting the CRD deletes the cluster's $$n WebApp(s), and their workloads with them"; fi
 	$(KUBECTL) --kubeconfig "$(INSTALL_KUBECONFIG)" delete --ignore-not-found=$(ignore-not-found) --timeout=120s -k manifests/crd
 

@@ -1,0 +1,235 @@
+package chart
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/handroll/handroll/test/controlplane"
+)
+
+const crdName = "webapps.handroll.dev"
+
+// startAPIServer starts etcd and kube-apiserver, no controllers and no
+// nodes: every object is created and checked by the API server, no pod
+// runs.
+func startAPIServer(t *testing.T) *controlplane.ControlPlane {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: no control plane")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	cp, err := controlplane.Start(ctx, controlplane.Options{})
+	if err != nil {
+		t.Fatalf("starting the API server: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the control plane's logs end with:\n%s", cp.Logs(40))
+		}
+		if err := cp.Stop(); err != nil {
+			t.Errorf("stopping the API server: %v", err)
+		}
+	})
+	return cp
+}
+
+// TestAgainstAPIServer runs make install and make uninstall on a fresh
+// cluster, then helm install, upgrade and uninstall of the chart into a
+// namespace of the user's choice, against a real kube-apiserver.
+func TestAgainstAPIServer(t *testing.T) {
+	helm, kubectl := helmPath(t), kubectlPath(t)
+	cp := startAPIServer(t)
+	crds := apiextensionsclient.NewForConfigOrDie(cp.Config).ApiextensionsV1().CustomResourceDefinitions()
+	kube := cp.KubeClient(t)
+
+	t.Run("make install and uninstall", func(t *testing.T) {
+		mk := func(target string, vars ...string) (string, error) {
+			out, err := run(t, nil, "make", append([]string{"--no-print-directory", target, "KUBECONFIG=" + cp.Kubeconfig, "KUBECTL=" + kubectl}, vars...)...)
+			return string(out), err
+		}
+		if _, err := mk("install"); err != nil {
+			t.Fatal(err)
+		}
+		crd, err := crds.Get(t.Context(), crdName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("after make install: %v", err)
+		}
+		if !established(crd) {
+			t.Errorf("make install returned before %s was Established", crdName)
+		}
+		// The CRD alone: nothing namespaced, no webhook configuration.
+		if ns, err := kube.CoreV1().Namespaces().Get(t.Context(), defaultNamespace, metav1.GetOptions{}); err == nil {
+			t.Errorf("make install created namespace %s", ns.Name)
+		}
+		if _, err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(t.Context(), "handroll", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("make install: the webhook configuration: %v; want none", err)
+		}
+		if _, err := mk("install"); err != nil {
+			t.Errorf("make install a second time: %v", err)
+		}
+
+		// A WebApp, which uninstall says it deletes with the CRD.
+		webapps := dynamic.NewForConfigOrDie(cp.Config).Resource(schema.GroupVersionResource{Group: "handroll.dev", Version: "v1", Resource: "webapps"})
+		wa := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "handroll.dev/v1", "kind": "WebApp",
+			"metadata": map[string]any{"name": "left-behind", "namespace": "default"},
+			"spec":     map[string]any{"image": "registry.invalid/app:1"},
+		}}
+		if _, err := webapps.Namespace("default").Create(t.Context(), wa, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		out, err := mk("uninstall")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out, "deletes the cluster's 1 WebApp(s)") {
+			t.Errorf("make uninstall did not say that it deletes the WebApp:\n%s", out)
+		}
+		if _, err := crds.Get(t.Context(), crdName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("after make uninstall (%s): the CRD: %v", out, err)
+		}
+		if _, err := mk("uninstall"); err == nil || !strings.Contains(err.Error(), "NotFound") {
+			t.Errorf("make uninstall without the CRD: %v; want kubectl's NotFound, as kubebuilder's unless ignore-not-found=true", err)
+		}
+		if _, err := mk("uninstall", "ignore-not-found=true"); err != nil {
+			t.Errorf("make uninstall ignore-not-found=true without the CRD: %v", err)
+		}
+	})
+
+	t.Run("helm install, upgrade, uninstall", func(t *testing.T) {
+		const ns = "platform-operators"
+		helmRun := func(args ...string) string {
+			t.Helper()
+			out, err := run(t, nil, helm, append(args, "--kubeconfig", cp.Kubeconfig, "--namespace", ns)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return string(out)
+		}
+		helmRun("install", "handroll", "charts/handroll", "--create-namespace", "--set", "networkPolicy.enable=true")
+		crd, err := crds.Get(t.Context(), crdName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := crd.Spec.Conversion.Webhook.ClientConfig.Service.Namespace; got != ns {
+			t.Errorf("the CRD's conversion Service is in %q, want %q", got, ns)
+		}
+		waitFor(t, "the CRD Established", func(ctx context.Context) (bool, error) {
+			crd, err := crds.Get(ctx, crdName, metav1.GetOptions{})
+			return err == nil && established(crd), nil
+		})
+		// Everything the chart rendered is in the cluster, where it said.
+		rendered := mustTemplate(t, ns, "--set", "networkPolicy.enable=true")
+		dyn := dynamic.NewForConfigOrDie(cp.Config)
+		checkPresent(t, kube, dyn, rendered, true)
+
+		helmRun("upgrade", "handroll", "charts/handroll", "--set", "networkPolicy.enable=true,manager.shards=3,rbacHelpers.enable=false")
+		d, err := kube.AppsV1().Deployments(ns).Get(t.Context(), "handroll", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(d.Spec.Template.Spec.Containers[0].Args, "--shards=3") {
+			t.Errorf("after helm upgrade --set manager.shards=3: args %v", d.Spec.Template.Spec.Containers[0].Args)
+		}
+		if _, err := kube.RbacV1().ClusterRoles().Get(t.Context(), "webapp-admin", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("after helm upgrade --set rbacHelpers.enable=false: webapp-admin: %v", err)
+		}
+
+		out := helmRun("uninstall", "handroll")
+		checkPresent(t, kube, dyn, withoutKind(rendered, "CustomResourceDefinition"), false)
+		if _, err := crds.Get(t.Context(), crdName, metav1.GetOptions{}); err != nil {
+			t.Errorf("helm uninstall (%s) removed the CRD, which crd.keep keeps: %v", strings.TrimSpace(out), err)
+		}
+
+		// The kept CRD is adopted by the next install of the same release;
+		// with crd.keep=false, uninstall deletes it.
+		helmRun("install", "handroll", "charts/handroll", "--set", "crd.keep=false")
+		helmRun("uninstall", "handroll")
+		waitFor(t, "the CRD deleted", func(ctx context.Context) (bool, error) {
+			_, err := crds.Get(ctx, crdName, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+	})
+}
+
+func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	for _, c := range crd.Status.Conditions {
+		if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+func waitFor(t *testing.T, what string, cond func(context.Context) (bool, error)) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, time.Minute, true, cond); err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+func withoutKind(objs objects, kind string) objects {
+	out := objects{}
+	for k, o := range objs {
+		if o["kind"] != kind {
+			out[k] = o
+		}
+	}
+	return out
+}
+
+// checkPresent checks that each rendered object is in the cluster (want)
+// or gone (!want), found through discovery by its apiVersion and kind.
+func checkPresent(t *testing.T, kube kubernetes.Interface, dyn dynamic.Interface, objs objects, want bool) {
+	t.Helper()
+	resources := map[string]string{} // "apiVersion Kind" -> resource
+	lists, err := kube.Discovery().ServerPreferredResources()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range lists {
+		for _, r := range l.APIResources {
+			if !strings.Contains(r.Name, "/") {
+				resources[l.GroupVersion+" "+r.Kind] = r.Name
+			}
+		}
+	}
+	for _, k := range objs.keys() {
+		o := objs[k]
+		apiVersion, kind := o["apiVersion"].(string), o["kind"].(string)
+		res, ok := resources[apiVersion+" "+kind]
+		if !ok {
+			t.Errorf("%s: the API server serves no %s %s", k, apiVersion, kind)
+			continue
+		}
+		gv, err := schema.ParseGroupVersion(apiVersion)
+		if err != nil {
+			t.Fatalf("%s: %v", k, err)
+		}
+		ns, _ := dig(o, "metadata", "namespace").(string)
+		name, _ := dig(o, "metadata", "name").(string)
+		_, err = dyn.Resource(gv.WithResource(res)).Namespace(ns).Get(t.Context(), name, metav1.GetOptions{})
+		switch {
+		case want && err != nil:
+			t.Errorf("%s: %v", k, err)
+		case !want && err == nil:
+			t.Errorf("%s is still there after helm uninstall", k)
+		case !want && !apierrors.IsNotFound(err):
+			t.Errorf("%s: %v", k, err)
+		}
+	}
+}
