@@ -30,7 +30,7 @@ fi
 }
 
 status=0
-for path in pkg/apis pkg/generated manifests/crd; do
+for path in pkg/apis pkg/generated manifests/crd charts/handroll/files; do
   if ! diff -ruN --exclude='*_test.go' "${ROOT}/${path}" "${TMP}/${path}" >"${TMP}/.diff" 2>&1; then
     sed -e "s|${TMP}/||g" -e "s|${ROOT}/||g" "${TMP}/.diff"
     status=1
