@@ -2,6 +2,14 @@ package chart
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/pem"
+	"math/big"
 	"slices"
 	"strings"
 	"testing"
@@ -9,6 +17,7 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apiextensionsv1client "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/typed/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -155,6 +164,21 @@ func TestAgainstAPIServer(t *testing.T) {
 			t.Errorf("helm uninstall (%s) removed the CRD, which crd.keep keeps: %v", strings.TrimSpace(out), err)
 		}
 
+		// The optional parts, each accepted by the API server: the
+		// Prometheus Operator's and cert-manager's kinds from stand-in CRDs
+		// (their schemas are theirs to check), the rest for real, such as a
+		// caBundle the API server parses.
+		installStandInCRDs(t, crds, "monitoring.coreos.com", "ServiceMonitor", "PrometheusRule")
+		installStandInCRDs(t, crds, "cert-manager.io", "Certificate", "Issuer")
+		for _, set := range []string{
+			"webhook.certSecret.name=my-webhook-tls,webhook.certSecret.caBundle=" + caBundlePEM(t) + ",prometheus.enable=true,networkPolicy.enable=true",
+			"certManager.enable=true,prometheus.enable=true,manager.replicas=1,manager.leaderElection.enable=false",
+		} {
+			helmRun("install", "handroll", "charts/handroll", "--set", set)
+			checkPresent(t, kube, dyn, mustTemplate(t, ns, "--set", set), true)
+			helmRun("uninstall", "handroll")
+		}
+
 		// The kept CRD is adopted by the next install of the same release;
 		// with crd.keep=false, uninstall deletes it.
 		helmRun("install", "handroll", "charts/handroll", "--set", "crd.keep=false")
@@ -164,6 +188,57 @@ func TestAgainstAPIServer(t *testing.T) {
 			return apierrors.IsNotFound(err), nil
 		})
 	})
+}
+
+// installStandInCRDs creates namespaced v1 CRDs of group for kinds that
+// keep any content, and waits until they are served.
+func installStandInCRDs(t *testing.T, crds apiextensionsv1client.CustomResourceDefinitionInterface, group string, kinds ...string) {
+	t.Helper()
+	yes := true
+	for _, kind := range kinds {
+		plural := strings.ToLower(kind) + "s"
+		crd := &apiextensionsv1.CustomResourceDefinition{
+			ObjectMeta: metav1.ObjectMeta{Name: plural + "." + group},
+			Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+				Group: group,
+				Names: apiextensionsv1.CustomResourceDefinitionNames{Kind: kind, Plural: plural, ListKind: kind + "List", Singular: strings.ToLower(kind)},
+				Scope: apiextensionsv1.NamespaceScoped,
+				Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+					Name: "v1", Served: true, Storage: true,
+					Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+						Type: "object", XPreserveUnknownFields: &yes,
+					}},
+				}},
+			},
+		}
+		if _, err := crds.Create(t.Context(), crd, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, crd.Name+" Established", func(ctx context.Context) (bool, error) {
+			got, err := crds.Get(ctx, crd.Name, metav1.GetOptions{})
+			return err == nil && established(got), nil
+		})
+	}
+}
+
+// caBundlePEM is a self-signed CA certificate, PEM, base64-encoded as a
+// caBundle value is.
+func caBundlePEM(t *testing.T) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test-ca"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base64.StdEncoding.EncodeToString(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
 }
 
 func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
