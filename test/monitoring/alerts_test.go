@@ -2,6 +2,7 @@ package monitoring
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -21,6 +22,7 @@ import (
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/template"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/prometheus/prometheus/tsdb/chunks"
 	"github.com/prometheus/prometheus/util/annotations"
@@ -278,11 +280,17 @@ func TestAlertMetricsAreServed(t *testing.T) {
 			t.Errorf("%s does not fire on its symptom", r.Alert)
 			continue
 		}
-		for _, text := range r.Annotations {
+		for key, text := range r.Annotations {
 			for _, m := range labelRefRE.FindAllStringSubmatch(text, -1) {
 				if !res[0].Metric.Has(m[1]) {
 					t.Errorf("%s: an annotation reads $labels.%s, which its result %s lacks", r.Alert, m[1], res[0].Metric)
 				}
+			}
+			out, err := expandAnnotation(r.Alert, text, res[0], end)
+			if err != nil {
+				t.Errorf("%s: annotation %s: %v", r.Alert, key, err)
+			} else if key == "summary" {
+				t.Logf("%s fires: %s", r.Alert, out)
 			}
 		}
 	}
@@ -521,4 +529,17 @@ func evaluate(t *testing.T, db storage.Queryable, rules []alertRule, ts time.Tim
 		q.Close()
 	}
 	return out
+}
+
+// expandAnnotation expands an annotation for one result of its alert as
+// Prometheus' rule manager does (rules/alerting.go): with $labels, $value
+// and the template functions.
+func expandAnnotation(alert, text string, smpl promql.Sample, ts time.Time) (string, error) {
+	defs := "{{$labels := .Labels}}{{$externalLabels := .ExternalLabels}}{{$externalURL := .ExternalURL}}{{$value := .Value}}"
+	data := template.AlertTemplateData(smpl.Metric.Map(), nil, "", smpl)
+	noQueries := func(context.Context, string, time.Time) (promql.Vector, error) {
+		return nil, errors.New("no queries from annotations")
+	}
+	return template.NewTemplateExpander(context.Background(), defs+text, "__alert_"+alert, data,
+		model.TimeFromUnixNano(ts.UnixNano()), noQueries, nil, nil).Expand()
 }
