@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/handroll/handroll/test/controlplane"
+	"github.com/handroll/handroll/test/operator"
 )
 
 // ruleFile is the PrometheusRule of manifests/monitoring.
@@ -542,4 +543,50 @@ func expandAnnotation(alert, text string, smpl promql.Sample, ts time.Time) (str
 	}
 	return template.NewTemplateExpander(context.Background(), defs+text, "__alert_"+alert, data,
 		model.TimeFromUnixNano(ts.UnixNano()), noQueries, nil, nil).Expand()
+}
+
+// TestNoLeaderAlertWithShards: replicas that split the WebApps (--shards)
+// report leader_election_master_status for their ranges' Leases only, not
+// for the single leader's Lease they never contend for, so HandrollNoLeader
+// stays quiet while every range is held.
+func TestNoLeaderAlertWithShards(t *testing.T) {
+	opNS := env.Namespace(t)
+	const shards = 3
+	op := operator.Start(t, env.Kubeconfig,
+		"--operator-namespace="+opNS, "--leader-elect-resource-namespace="+opNS, fmt.Sprintf("--shards=%d", shards))
+	var families map[string]*dto.MetricFamily
+	poll(t, "the replica holds every range", time.Minute, func(context.Context) (bool, error) {
+		families = op.Metrics(t)
+		held := families["handroll_shard_ranges_held"].GetMetric()
+		return len(held) == 1 && held[0].GetGauge().GetValue() == shards, nil
+	})
+	for _, m := range families["leader_election_master_status"].GetMetric() {
+		if name := label(m, "name"); !strings.Contains(name, "-shard-") {
+			t.Errorf("a sharded replica reports the Lease %q, which is no range's", name)
+		}
+	}
+	var rule alertRule
+	for _, r := range readRules(t) {
+		if r.Alert == "HandrollNoLeader" {
+			rule = r
+		}
+	}
+	if rule.Alert == "" {
+		t.Fatal("no HandrollNoLeader alert")
+	}
+	target := map[string]string{"job": job, "namespace": opNS, "pod": "handroll-0", "instance": op.MetricsAddr}
+	var scrapes []scrape
+	for i := range 3 {
+		if i > 0 {
+			time.Sleep(time.Second)
+		}
+		scrapes = append(scrapes, scrape{at: time.Now(), families: op.Metrics(t)})
+	}
+	end := scrapes[len(scrapes)-1].at
+	if res := evaluate(t, storeScrapes(t, target, scrapes, nil), []alertRule{rule}, end)[rule.Alert]; len(res) > 0 {
+		t.Errorf("HandrollNoLeader fires for sharded replicas holding every range: %s", res)
+	}
+	if res := evaluate(t, storeScrapes(t, target, scrapes, symptoms[rule.Alert]), []alertRule{rule}, end)[rule.Alert]; len(res) != shards {
+		t.Errorf("HandrollNoLeader with no range held: %d results, want one per range (%d): %s", len(res), shards, res)
+	}
 }
