@@ -495,9 +495,16 @@ func TestLocalBuilds(t *testing.T) {
 	if !tolerates {
 		t.Errorf("the Deployment's tolerations %v do not tolerate %s=true:NoSchedule", spec.Tolerations, controlplane.RealNodeTaint)
 	}
+	// The node pulls the image from the local cluster's registry, where
+	// make deploy pushed it last: always, so a pod started after a second
+	// push of one tag runs the new image.
+	if got := spec.Containers[0].ImagePullPolicy; got != corev1.PullAlways {
+		t.Errorf("the operator's imagePullPolicy on the local cluster is %q, want Always", got)
+	}
 	want := get[appsv1.Deployment](t, def, "Deployment handroll-system/handroll")
 	want.Spec.Template.Spec.NodeSelector, want.Spec.Template.Spec.Tolerations = spec.NodeSelector, spec.Tolerations
+	want.Spec.Template.Spec.Containers[0].ImagePullPolicy = spec.Containers[0].ImagePullPolicy
 	if !apiequality.Semantic.DeepEqual(want, d) {
-		t.Errorf("manifests/local changes the Deployment beyond its nodeSelector and tolerations")
+		t.Errorf("manifests/local changes the Deployment beyond its nodeSelector, tolerations and imagePullPolicy")
 	}
 }
