@@ -132,7 +132,7 @@ func TestConvertsWebAppBetweenVersions(t *testing.T) {
 	}{{
 		from: v1, to: v1alpha1,
 		in:   `{"metadata":{"name":"shop","annotations":{"team":"a"}},"spec":{"image":"nginx","replicas":2,"port":9090,"config":{"k":"v"},"service":{"type":"NodePort","port":80}},"status":{"readyReplicas":1}}`,
-		want: `{"metadata":{"name":"shop","annotations":{"handroll.dev/v1-spec":"{\"service\":{\"type\":\"NodePort\",\"port\":80}}","team":"a"}},"spec":{"image":"nginx","size":2,"containerPort":9090,"resources":{},"configData":{"k":"v"}},"status":{"readyReplicas":1}}`,
+		want: `{"metadata":{"name":"shop","annotations":{"handroll.dev/v1-spec":"{\"service\":{\"type\":\"NodePort\",\"port\":80}}","team":"a"}},"spec":{"image":"nginx","size":2,"containerPort":9090,"resources":{},"configData":{"k":"v"}},"status":{"observedGeneration":0,"readyReplicas":1}}`,
 	}, {
 		from: v1alpha1, to: v1,
 		in:   `{"metadata":{"name":"shop","annotations":{"handroll.dev/v1-spec":"{\"configMapRef\":{\"name\":\"shared\"}}"}},"spec":{"image":"nginx","size":0,"containerPort":9090}}`,

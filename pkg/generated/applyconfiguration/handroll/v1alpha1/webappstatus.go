@@ -28,6 +28,10 @@ import (
 // WebAppStatus is the observed state of a WebApp; its fields are v1's.
 type WebAppStatusApplyConfiguration struct {
 	// ObservedGeneration is the metadata.generation the status describes.
+	// Unlike v1's it is written when 0: a v1alpha1 object exists only as the
+	// conversion webhook's output, which the API server does not default
+	// again, so this is how the v1 default (0 until handroll has observed
+	// the WebApp) reaches a client reading v1alpha1.
 	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
 	// Replicas is the number of pods of the Deployment; the scale
 	// subresource's status path.
