@@ -11,13 +11,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 )
 
 // A write is one change to an object, as a watch saw it: of its content
@@ -52,7 +51,8 @@ type recorder struct {
 
 func record(ctx context.Context, t *testing.T, dyn dynamic.Interface, gvr schema.GroupVersionResource, ns string) *recorder {
 	t.Helper()
-	list, err := dyn.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
+	client := dyn.Resource(gvr).Namespace(ns)
+	list, err := client.List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatalf("listing %s in %s: %v", gvr.Resource, ns, err)
 	}
@@ -61,33 +61,86 @@ func record(ctx context.Context, t *testing.T, dyn dynamic.Interface, gvr schema
 		o := &list.Items[i]
 		r.first[o.GetName()], r.last[o.GetName()] = o, o
 	}
-	// A retry watcher resumes where a closed watch stopped: the API server
-	// closes the watches of a custom resource when its CRD changes.
-	lw := &cache.ListWatch{WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-		return dyn.Resource(gvr).Namespace(ns).Watch(ctx, o)
-	}}
-	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.GetResourceVersion(), lw)
-	if err != nil {
-		t.Fatalf("watching %s in %s: %v", gvr.Resource, ns, err)
-	}
-	go r.follow(ctx, w)
+	go r.follow(ctx, client, list.GetResourceVersion())
 	return r
 }
 
-func (r *recorder) follow(ctx context.Context, w watch.Interface) {
-	defer w.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				r.fail(fmt.Errorf("the watch of %s ended early: writes after it would go uncounted", r.resource))
-				return
+// follow watches from rv until ctx is done, again from where it stopped
+// when a watch closes. The API server closes the watches of a custom
+// resource when its CRD changes, and the new storage's watch cache cannot
+// go back before it: then a list shows what changed in between, each
+// changed object as one write (two writes to one object in those
+// milliseconds would count as one).
+func (r *recorder) follow(ctx context.Context, client dynamic.ResourceInterface, rv string) {
+	for ctx.Err() == nil {
+		w, err := client.Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
+		if err != nil {
+			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+				rv = r.relist(ctx, client)
+			} else {
+				time.Sleep(100 * time.Millisecond)
 			}
+			continue
+		}
+		rv = r.drain(ctx, client, w, rv)
+	}
+}
+
+// drain observes w's events until it closes and returns the
+// resourceVersion to watch from next.
+func (r *recorder) drain(ctx context.Context, client dynamic.ResourceInterface, w watch.Interface, rv string) string {
+	defer w.Stop()
+	for ev := range w.ResultChan() {
+		switch ev.Type {
+		case watch.Error:
+			if err := apierrors.FromObject(ev.Object); apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+				return r.relist(ctx, client)
+			}
+			return rv
+		case watch.Bookmark:
+		default:
 			r.observe(ev)
 		}
+		if o, ok := ev.Object.(*unstructured.Unstructured); ok {
+			rv = o.GetResourceVersion()
+		}
 	}
+	return rv
+}
+
+// relist records what changed since the objects were last seen, and
+// returns the list's resourceVersion.
+func (r *recorder) relist(ctx context.Context, client dynamic.ResourceInterface) string {
+	list, err := client.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		if ctx.Err() == nil {
+			r.fail(fmt.Errorf("relisting %s: %w", r.resource, err))
+		}
+		return ""
+	}
+	seen := map[string]bool{}
+	for i := range list.Items {
+		o := &list.Items[i]
+		seen[o.GetName()] = true
+		switch last := r.current(o.GetName()); {
+		case last == nil:
+			r.observe(watch.Event{Type: watch.Added, Object: o})
+		case last.GetResourceVersion() != o.GetResourceVersion():
+			r.observe(watch.Event{Type: watch.Modified, Object: o})
+		}
+	}
+	r.mu.Lock()
+	var gone []*unstructured.Unstructured
+	for name, o := range r.last {
+		if !seen[name] {
+			gone = append(gone, o)
+		}
+	}
+	r.mu.Unlock()
+	for _, o := range gone {
+		r.observe(watch.Event{Type: watch.Deleted, Object: o})
+	}
+	return list.GetResourceVersion()
 }
 
 func (r *recorder) fail(err error) {

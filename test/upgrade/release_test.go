@@ -5,9 +5,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -16,29 +18,54 @@ import (
 type release struct {
 	ref, commit string
 	root, dir   string // the repository, and the worktree in it
+	allowances  map[string]bool
 }
 
+// allowClosedOnStop is the allowance for a previous release whose webhook
+// server closes its idle keep-alive connections the moment it stops: a
+// call the API server sends on one just then fails with EOF, and the
+// write is refused. No later release can change how an earlier one stops.
+const allowClosedOnStop = "webhook-connections-closed-on-stop"
+
+var knownAllowances = map[string]bool{allowClosedOnStop: true}
+
+func (r *release) allows(name string) bool { return r.allowances[name] }
+
 // readRevision returns the first line of file that is neither blank nor a
-// # comment: a tag or a commit.
-func readRevision(file string) (string, error) {
+// # comment, a tag or a commit, and the allowances the lines after it name
+// ("allow NAME", each a known defect of that release).
+func readRevision(file string) (string, map[string]bool, error) {
 	data, err := os.ReadFile(file)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
+	rev, allowances := "", map[string]bool{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {
-		if line := strings.TrimSpace(sc.Text()); line != "" && !strings.HasPrefix(line, "#") {
-			return line, nil
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case line == "" || strings.HasPrefix(line, "#"):
+		case rev == "":
+			rev = line
+		default:
+			name, ok := strings.CutPrefix(line, "allow ")
+			if !ok || !knownAllowances[strings.TrimSpace(name)] {
+				return "", nil, fmt.Errorf("%s: %q: want \"allow NAME\", NAME one of %v", file, line, slices.Collect(maps.Keys(knownAllowances)))
+			}
+			allowances[strings.TrimSpace(name)] = true
 		}
 	}
-	return "", fmt.Errorf("%s names no revision", file)
+	if rev == "" {
+		return "", nil, fmt.Errorf("%s names no revision", file)
+	}
+	return rev, allowances, nil
 }
 
 // checkOut adds a detached worktree of the revision file names. A clone
 // without it (a shallow one, say) is an error that says so: the test must
 // not pass without having upgraded from anything.
 func checkOut(root, file string) (*release, error) {
-	ref, err := readRevision(file)
+	ref, allowances, err := readRevision(file)
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +88,7 @@ func checkOut(root, file string) (*release, error) {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	return &release{ref: ref, commit: commit, root: root, dir: dir}, nil
+	return &release{ref: ref, commit: commit, root: root, dir: dir, allowances: allowances}, nil
 }
 
 const worktreePrefix = "handroll-previous-release-"

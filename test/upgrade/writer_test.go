@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,7 +29,7 @@ type writer struct {
 	mu        sync.Mutex
 	writes    int // accepted
 	conflicts int
-	refused   []string // when and why
+	refused   []refusal
 }
 
 // run writes until ctx is done, every interval.
@@ -56,7 +57,7 @@ func (w *writer) run(ctx context.Context, interval time.Duration) {
 		case apierrors.IsConflict(err):
 			w.conflicts++
 		case ctx.Err() == nil:
-			w.refused = append(w.refused, fmt.Sprintf("%s %s: %v", time.Now().Format(time.StampMilli), name, err))
+			w.refused = append(w.refused, refusal{at: time.Now(), name: name, err: err})
 		}
 		w.mu.Unlock()
 	}
@@ -87,8 +88,27 @@ func (w *writer) writeV1alpha1(ctx context.Context, name, value string) error {
 }
 
 // figures returns the accepted writes, the conflicts and the refusals.
-func (w *writer) figures() (writes, conflicts int, refused []string) {
+func (w *writer) figures() (writes, conflicts int, refused []refusal) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.writes, w.conflicts, append([]string(nil), w.refused...)
+	return w.writes, w.conflicts, append([]refusal(nil), w.refused...)
+}
+
+// A refusal is a write the API server did not accept.
+type refusal struct {
+	at   time.Time
+	name string
+	err  error
+}
+
+func (r refusal) String() string {
+	return fmt.Sprintf("%s %s: %v", r.at.Format(time.StampMilli), r.name, r.err)
+}
+
+// closedConnection tells whether err is a webhook call that failed because
+// the webhook server closed the connection the API server sent it on.
+func (r refusal) closedConnection() bool {
+	msg := r.err.Error()
+	return strings.Contains(msg, "webhook") &&
+		(strings.HasSuffix(msg, ": EOF") || strings.Contains(msg, "use of closed network connection") || strings.Contains(msg, "connection reset by peer"))
 }
