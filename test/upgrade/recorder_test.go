@@ -235,9 +235,15 @@ func (r *recorder) names() []string {
 	return out
 }
 
+// joinWrites prints the first few writes in full, and counts the rest.
 func joinWrites(ws []write) string {
+	const shown = 5
 	var b strings.Builder
-	for _, w := range ws {
+	for i, w := range ws {
+		if i == shown {
+			fmt.Fprintf(&b, "... and %d more\n", len(ws)-shown)
+			break
+		}
 		b.WriteString(w.String())
 		b.WriteString("\n")
 	}

@@ -110,5 +110,6 @@ func (r refusal) String() string {
 func (r refusal) closedConnection() bool {
 	msg := r.err.Error()
 	return strings.Contains(msg, "webhook") &&
-		(strings.HasSuffix(msg, ": EOF") || strings.Contains(msg, "use of closed network connection") || strings.Contains(msg, "connection reset by peer"))
+		(strings.HasSuffix(msg, ": EOF") || strings.Contains(msg, "use of closed network connection") ||
+			strings.Contains(msg, "connection reset by peer") || strings.Contains(msg, "broken pipe"))
 }
