@@ -76,8 +76,8 @@ func checkOut(root, file string) (*release, error) {
 			why = " (this is a shallow clone)"
 		}
 		return nil, fmt.Errorf("the previous release %q, named in %s, is not in this clone%s; "+
-			"the upgrade test builds it from the repository's history: fetch it (git fetch --unshallow, or git fetch origin tag %s) or use a full clone",
-			ref, file, why, ref)
+			"the upgrade test builds it from the repository's history: fetch it (git fetch --unshallow --tags) or use a full clone",
+			ref, file, why)
 	}
 	removeLeftWorktrees(root)
 	dir, err := os.MkdirTemp("", worktreePrefix)

@@ -136,7 +136,7 @@ func TestUpgradeRollsNoPods(t *testing.T) {
 	}
 	firstReconcile := next.waitReconciled(ctx, t, keys)
 	reconciled := time.Now()
-	writesDuring, conflicts, _ := w.figures()
+	writesDuring, _, _ := w.figures()
 	writesDuring -= writesBefore
 	time.Sleep(settle)
 	stopWriter()
@@ -155,42 +155,9 @@ func TestUpgradeRollsNoPods(t *testing.T) {
 	}
 
 	// Refused writes: the webhooks must have been served throughout.
-	writes, _, refused := w.figures()
+	writes, conflicts, refused := w.figures()
 	excused := checkRefused(t, refused, writes, stopped, exited)
-	for _, r := range append(recs, directory) {
-		if _, _, _, err := r.result(); err != nil {
-			t.Fatal(err)
-		}
-	}
-
-	// Children: no write at all, no object made or removed.
-	var childWrites, statusOnly []write
-	webappStatusWrites := map[string]int{}
-	for _, r := range append(recs, directory) {
-		all, created, deleted, _ := r.result()
-		if len(created)+len(deleted) > 0 {
-			t.Errorf("%s created %v, deleted %v during the upgrade", r.resource, created, deleted)
-		}
-		for _, wr := range all {
-			switch {
-			case r.resource == "webapps" && !wr.content:
-				webappStatusWrites[wr.key]++
-			case wr.content:
-				childWrites = append(childWrites, wr)
-			default:
-				statusOnly = append(statusOnly, wr)
-			}
-		}
-	}
-	if len(childWrites) > 0 {
-		t.Errorf("%d writes to the measured objects' metadata, spec or data during the upgrade (the directory's in %s included):\n%s",
-			len(childWrites), opNS, joinWrites(childWrites))
-	}
-	for _, r := range recs {
-		if late := r.since(reconciled); len(late) > 0 {
-			t.Errorf("%s still changed after the new process had reconciled every WebApp:\n%s", r.resource, joinWrites(late))
-		}
-	}
+	childWrites, statusOnly, webappStatusWrites := checkWrites(t, append(recs, directory), reconciled)
 	rolled := checkDeployments(t, recs[1])
 	if after := uids(ctx, t, dyn, pods, ns); !equality.Semantic.DeepEqual(podsBefore, after) {
 		t.Errorf("pods replaced: before %v, after %v", podsBefore, after)
@@ -200,9 +167,9 @@ func TestUpgradeRollsNoPods(t *testing.T) {
 	conns, connRefused := svc.counts()
 	t.Logf(`upgrade from %s (%s) to this tree:
   WebApps measured: %d (%d pods), in %s; written by the writer: %d, in %s
-  writer: %d writes accepted during the replacement (CRD applied until the new process had reconciled every WebApp), %d in all, %d conflicts retried, %d refused (%d of them excused by previous-release)
+  writer: %d writes accepted during the replacement (CRD applied until the new process had reconciled every WebApp), %d in all, %d conflicts (read again for the next write), %d refused (%d of them excused by previous-release)
   webhook Service connections: previous %d, current %d, refused %d
-  children written: %d; Deployments whose generation or pod template changed: %d; pods replaced: %d of %d
+  WebApps, children and directory written (metadata, spec, data): %d; Deployments whose generation or pod template changed: %d; pods replaced: %d of %d
   status-only changes of children (by the cluster's controllers): %d
   WebApp status writes by the new process: %d of %d WebApps, conditions added: %v
   hand-over: the old process exited %s after SIGTERM; the new one reconciled first %s after that, every WebApp %s after it
@@ -216,6 +183,45 @@ func TestUpgradeRollsNoPods(t *testing.T) {
 		len(webappStatusWrites), len(names), added,
 		exited.Sub(stopped).Round(time.Millisecond), firstReconcile.Sub(exited).Round(time.Millisecond), reconciled.Sub(exited).Round(time.Millisecond),
 		built.Round(time.Second), reconciled.Sub(upgradeBegan).Round(time.Millisecond), time.Since(began).Round(time.Second))
+}
+
+// checkWrites fails t for every object created or deleted, every write to
+// an object's metadata, spec or data (a WebApp's included), and any write
+// at all to the measured namespace after settledAt. It returns the writes
+// to content and those to the status of children, and the status writes
+// per WebApp.
+func checkWrites(t *testing.T, recs []*recorder, settledAt time.Time) (content, childStatus []write, webappStatus map[string]int) {
+	t.Helper()
+	webappStatus = map[string]int{}
+	for _, r := range recs {
+		all, created, deleted, err := r.result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(created)+len(deleted) > 0 {
+			t.Errorf("%s created %v, deleted %v during the upgrade", r.resource, created, deleted)
+		}
+		for _, w := range all {
+			switch {
+			case w.content:
+				content = append(content, w)
+			case r.resource == "webapps":
+				webappStatus[w.key]++
+			default:
+				childStatus = append(childStatus, w)
+			}
+		}
+		// The directory is the last: it may change with the other
+		// namespace's WebApps, as long as its content does not.
+		if late := r.since(settledAt); len(late) > 0 && r != recs[len(recs)-1] {
+			t.Errorf("%s still changed after the new process had reconciled every WebApp:\n%s", r.resource, joinWrites(late))
+		}
+	}
+	if len(content) > 0 {
+		t.Errorf("%d writes to the metadata, spec or data of WebApps, their children or the directory during the upgrade:\n%s",
+			len(content), joinWrites(content))
+	}
+	return content, childStatus, webappStatus
 }
 
 // checkRefused fails t for every refused write, but for those the

@@ -18,9 +18,9 @@ import (
 // writer changes the spec of its WebApps, one write after another, as v1
 // and as v1alpha1 in turn: every write goes through the mutating and the
 // validating webhook, and every v1alpha1 one through the conversion webhook
-// too. A conflict (the operator wrote the status in between) is read again
-// and retried, as any read-modify-write client does; any other error is a
-// refused write.
+// too. A conflict (the operator wrote the status in between) is counted
+// apart, and the next write reads again, as any read-modify-write client
+// does; any other error is a refused write.
 type writer struct {
 	hc    versioned.Interface
 	ns    string
