@@ -5,7 +5,8 @@
 // component; what each notable combination of values must change; that
 // `make chart-package` writes the same bytes twice; and, against a real
 // kube-apiserver, that helm installs, upgrades and uninstalls it (the CRD
-// kept) and that `make install` and `make uninstall` put in and take out
-// the CRD alone. It replaces nothing of the Manager: it is the chart's
+// kept unless crd.keep=false), with the optional parts too (the Prometheus
+// Operator's and cert-manager's kinds from stand-in CRDs), and that `make
+// install` and `make uninstall` put in and take out the CRD alone. It replaces nothing of the Manager: it is the chart's
 // test, as test/manifests is the kustomize manifests'.
 package chart
