@@ -3,6 +3,7 @@ package main
 // The files the page shows, from the repository root.
 const (
 	hrMain     = "cmd/handroll/main.go"
+	hrVersion  = "cmd/handroll/version.go"
 	hrStart    = "cmd/handroll/start.go"
 	hrRec      = "pkg/controller/webapp/reconciler.go"
 	hrRef      = "pkg/controller/webapp/refconfigmaps.go"
@@ -63,7 +64,7 @@ var pairs = []pair{
 					whole(hrMain, "options.addFlags"),
 					stmts(hrMain, "run", "// Step 1 —", "// Step 2 —"),
 					whole(hrMain, "logFlag"),
-					whole(hrMain, "printVersion"),
+					whole(hrVersion, "printVersion"),
 				}},
 				twin: side{parts: []part{
 					whole(twinMain, "options"),
