@@ -159,7 +159,7 @@ func unservedInAlert(expr parser.Expr, families map[string]*dto.MetricFamily) []
 			continue
 		}
 		for _, m := range sel.LabelMatchers {
-			if m.Name != labels.MetricName && !has[m.Name] && !slices.Contains(targetLabels, m.Name) {
+			if m.Name != model.MetricNameLabel && !has[m.Name] && !slices.Contains(targetLabels, m.Name) {
 				out = append(out, fmt.Sprintf("%s has no label %s", sel.Name, m.Name))
 			}
 		}
@@ -388,7 +388,7 @@ func storeScrapes(t *testing.T, target map[string]string, scrapes []scrape, chan
 			if change != nil {
 				change(&s, i, len(scrapes), sc.at)
 			}
-			m := map[string]string{labels.MetricName: s.name}
+			m := map[string]string{model.MetricNameLabel: s.name}
 			maps.Copy(m, s.labels)
 			maps.Copy(m, target)
 			lset := labels.FromMap(m)
