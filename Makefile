@@ -301,14 +301,14 @@ test-upgrade: testbin ## Upgrade from the previous release to this tree on the l
 # hack/install-node-packages.sh installs; where they cannot be had, the
 # target says so and passes without running anything.
 .PHONY: test-real
-test-real: testbin ## Run handroll in real containers on the local cluster's real node (test/real: deploy elsewhere, local run beside, undeploy, rollout, kill, egress guard); starts the cluster if needed.
+test-real: testbin $(HELM) ## Run handroll in real containers on the local cluster's real node (test/real: deploy elsewhere, local run beside, undeploy, rollout, kill, egress guard, helm install/upgrade/uninstall); starts the cluster if needed.
 	@if ! hack/install-node-packages.sh; then \
 	  echo "test-real: SKIPPED: the container runtime cannot be installed on this machine (root and apt-get are needed)"; exit 0; \
 	fi; \
 	$(MAKE) --no-print-directory cluster-up REAL_NODE=true && \
 	$(MAKE) --no-print-directory image-demo && \
 	$(MAKE) --no-print-directory image-load LOAD_ARCHIVE=$(IMAGE_DIR)/demo.tar && \
-	HANDROLL_REAL=1 $(GO) test -count=1 -v -timeout 30m ./test/real/
+	HANDROLL_REAL=1 HELM=$(HELM) $(GO) test -count=1 -v -timeout 30m ./test/real/
 
 .PHONY: test-twin
 test-twin: testbin ## Run handroll's behaviour scenarios against the controller-runtime twin (hack/compare).

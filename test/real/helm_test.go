@@ -1,0 +1,266 @@
+package real
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
+	"github.com/handroll/handroll/pkg/controller/webapp"
+	"github.com/handroll/handroll/test/controlplane"
+)
+
+// helmNamespace is the namespace a user picks for the chart: neither
+// handroll-system nor anything the manifests name.
+const (
+	helmNamespace = "platform-ops"
+	helmImage     = "localhost/handroll:helm-1"
+)
+
+// TestHelmInstallUpgradeUninstall installs the chart with the real helm
+// into a namespace of the user's choice, on the real node, from the local
+// cluster's registry; upgrades it with values changed while a WebApp runs;
+// and uninstalls it as the chart's NOTES say, WebApps first. It leaves the
+// cluster as it found it: the kept CRD is deleted at the end.
+func TestHelmInstallUpgradeUninstall(t *testing.T) {
+	helm := os.Getenv("HELM")
+	if helm == "" {
+		t.Fatal("HELM is not set: run make test-real, which builds helm")
+	}
+	makeTarget(t, "local-push", "IMG="+helmImage)
+	// A namespace made as a platform team makes one: restricted Pod Security.
+	if _, err := kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name:   helmNamespace,
+		Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"},
+	}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cleanUpHelm(t, helm) })
+	values := writeHelmValues(t)
+
+	// A fresh cluster has no CRD; the local cluster installs one (make
+	// install), which helm would refuse to adopt: its release owns the CRD.
+	kubectl(t, "delete", "crd", "webapps.handroll.dev", "--ignore-not-found", "--wait=true", "--timeout=120s")
+
+	if !t.Run("helm install into "+helmNamespace, func(t *testing.T) {
+		runHelm(t, helm, "install", "handroll", filepath.Join(root, "charts", "handroll"), "-n", helmNamespace, "-f", values)
+		kubectl(t, "-n", helmNamespace, "rollout", "status", "deployment/handroll", "--timeout=180s")
+		checkInstalledIn(t, helmNamespace)
+		checkPulled(t, helmImage)
+	}) {
+		return
+	}
+
+	// Made here, not in a subtest, whose end would delete it.
+	app := realNamespace(t, "helm-apps", nil)
+	var before map[string]int64
+	var pods []string
+	if !t.Run("a WebApp converges on the real node", func(t *testing.T) {
+		eventually(t, "creating WebApp "+app+"/shop", time.Minute, func(ctx context.Context) (bool, error) {
+			_, err := handrollClient.HandrollV1().WebApps(app).Create(ctx, &handrollv1.WebApp{
+				ObjectMeta: metav1.ObjectMeta{Name: "shop"},
+				Spec:       handrollv1.WebAppSpec{Image: demoImage, Replicas: ptr.To[int32](2), Config: map[string]string{"greeting": "hello"}},
+			}, metav1.CreateOptions{})
+			return err == nil || apierrors.IsAlreadyExists(err), err
+		})
+		kubectl(t, "-n", app, "wait", "--for=condition=Ready", "webapp/shop", "--timeout=120s")
+		before, pods = childGenerations(t, app), webAppPods(t, app)
+	}) {
+		return
+	}
+
+	t.Run("helm upgrade with values changed rolls the operator, not the WebApp's pods", func(t *testing.T) {
+		operatorBefore := kubectl(t, "-n", helmNamespace, "get", "deployment/handroll", "-o", "jsonpath={.metadata.generation}")
+		runHelm(t, helm, "upgrade", "handroll", filepath.Join(root, "charts", "handroll"), "-n", helmNamespace, "-f", values,
+			"--set", "manager.logging.format=json", "--set", "manager.shards=0")
+		kubectl(t, "-n", helmNamespace, "rollout", "status", "deployment/handroll", "--timeout=180s")
+		if after := kubectl(t, "-n", helmNamespace, "get", "deployment/handroll", "-o", "jsonpath={.metadata.generation}"); after == operatorBefore {
+			t.Errorf("the operator's Deployment is still at generation %s: the upgrade changed nothing", after)
+		}
+		args := kubectl(t, "-n", helmNamespace, "get", "deployment/handroll", "-o", "jsonpath={.spec.template.spec.containers[0].args}")
+		if !strings.Contains(args, "--logging-format=json") {
+			t.Errorf("the upgraded operator runs with %s, want --logging-format=json", args)
+		}
+		checkInstalledIn(t, helmNamespace)
+		// The new replicas reconcile the WebApp again: nothing of it changes.
+		eventuallyUpdate(t, app, "shop", func(w *handrollv1.WebApp) {
+			if w.Annotations == nil {
+				w.Annotations = map[string]string{}
+			}
+			w.Annotations["test.handroll.dev/poke"] = time.Now().Format(time.RFC3339Nano)
+		})
+		if out, err := exec.Command(kubectlBin, "--kubeconfig="+filepath.Join(root, ".local", "kubeconfig"),
+			"-n", app, "wait", "--for=condition=Ready", "webapp/shop", "--timeout=60s").CombinedOutput(); err != nil {
+			t.Fatalf("the WebApp is not Ready after helm upgrade: %v\n%s\n%s", err, out,
+				kubectl(t, "-n", app, "get", "webapp/shop", "deployment/shop", "-o", "yaml"))
+		}
+		time.Sleep(3 * time.Second)
+		if after := childGenerations(t, app); !mapsEqual(before, after) {
+			t.Errorf("the WebApp's children changed across helm upgrade: %v, then %v", before, after)
+		}
+		if after := webAppPods(t, app); !slices.Equal(pods, after) {
+			t.Errorf("the WebApp's pods were replaced across helm upgrade: %v, then %v", pods, after)
+		}
+	})
+
+	t.Run("helm uninstall after the WebApps leaves only the kept CRD", func(t *testing.T) {
+		// As the chart's NOTES say: the WebApps first, while the operator runs.
+		kubectl(t, "delete", "webapps.handroll.dev", "--all", "--all-namespaces", "--timeout=120s")
+		runHelm(t, helm, "uninstall", "handroll", "-n", helmNamespace, "--wait", "--timeout=3m")
+		ctx := context.Background()
+		if _, err := kube.AppsV1().Deployments(helmNamespace).Get(ctx, "handroll", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("the operator's Deployment is left (%v)", err)
+		}
+		for _, get := range []func() error{
+			func() error {
+				_, err := kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "handroll", metav1.GetOptions{})
+				return err
+			},
+			func() error {
+				_, err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "handroll", metav1.GetOptions{})
+				return err
+			},
+		} {
+			if err := get(); !apierrors.IsNotFound(err) {
+				t.Errorf("a webhook configuration handroll is left (%v)", err)
+			}
+		}
+		roles, err := kube.RbacV1().ClusterRoles().List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=Helm,app.kubernetes.io/name=handroll"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range roles.Items {
+			t.Errorf("ClusterRole %s is left", r.Name)
+		}
+		if out := kubectl(t, "get", "crd", "webapps.handroll.dev", "-o", "name"); out != "customresourcedefinition.apiextensions.k8s.io/webapps.handroll.dev" {
+			t.Errorf("the CRD is not kept on uninstall: %q", out)
+		}
+	})
+}
+
+// writeHelmValues writes the values a user of the local cluster gives: the
+// image from its registry, the operator on the real node.
+func writeHelmValues(t *testing.T) string {
+	t.Helper()
+	name, tag, _ := strings.Cut(helmImage, ":")
+	path := filepath.Join(t.TempDir(), "values.yaml")
+	body := fmt.Sprintf(`manager:
+  image:
+    repository: %s
+    tag: %q
+    pullPolicy: Always
+  nodeSelector:
+    %s: "true"
+  tolerations:
+  - key: %s
+    operator: Equal
+    value: "true"
+    effect: NoSchedule
+`, name, tag, controlplane.RealNodeLabel, controlplane.RealNodeTaint)
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func runHelm(t *testing.T, helm string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(helm, append(args, "--kubeconfig", filepath.Join(root, ".local", "kubeconfig"))...)
+	cmd.Env = withoutKubeconfig(os.Environ())
+	began := time.Now()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	t.Logf("helm %s: %s", args[0], time.Since(began).Round(100*time.Millisecond))
+	return string(out)
+}
+
+// childGenerations maps each child of the WebApps in ns to its
+// metadata.generation (Deployments) or resourceVersion (the rest), so that
+// any write to one shows.
+func childGenerations(t *testing.T, ns string) map[string]int64 {
+	t.Helper()
+	ctx := context.Background()
+	got := map[string]int64{}
+	deps, err := kube.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range deps.Items {
+		got["Deployment "+d.Name+" generation"] = d.Generation
+	}
+	svcs, err := kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range svcs.Items {
+		rv, _ := parseInt(s.ResourceVersion)
+		got["Service "+s.Name] = rv
+	}
+	cms, err := kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: webapp.LabelManagedBy + "=" + webapp.ManagedBy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cms.Items {
+		rv, _ := parseInt(c.ResourceVersion)
+		got["ConfigMap "+c.Name] = rv
+	}
+	return got
+}
+
+func parseInt(s string) (int64, error) {
+	var n int64
+	_, err := fmt.Sscan(s, &n)
+	return n, err
+}
+
+func mapsEqual(a, b map[string]int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// cleanUpHelm removes whatever the test left: the release and the
+// namespace; and it puts the CRD back as the local cluster has it (make
+// install), so that the kept one, which names this namespace's webhook
+// Service for conversion, is gone.
+func cleanUpHelm(t *testing.T, helm string) {
+	if t.Failed() {
+		pods, _ := kube.CoreV1().Pods(helmNamespace).List(context.Background(), metav1.ListOptions{})
+		for _, p := range pods.Items {
+			t.Logf("pod %s: %s %+v", p.Name, p.Status.Phase, p.Status.ContainerStatuses)
+		}
+	}
+	cmd := exec.Command(helm, "uninstall", "handroll", "-n", helmNamespace, "--ignore-not-found", "--wait", "--timeout=2m",
+		"--kubeconfig", filepath.Join(root, ".local", "kubeconfig"))
+	cmd.Env = withoutKubeconfig(os.Environ())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("helm uninstall: %v\n%s", err, out)
+	}
+	ctx := context.Background()
+	_ = kube.CoreV1().Namespaces().Delete(ctx, helmNamespace, metav1.DeleteOptions{})
+	kubectl(t, "delete", "crd", "webapps.handroll.dev", "--ignore-not-found", "--wait=true", "--timeout=120s")
+	eventually(t, "namespace "+helmNamespace+" is gone", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := kube.CoreV1().Namespaces().Get(ctx, helmNamespace, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	makeTarget(t, "install")
+}
