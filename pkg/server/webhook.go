@@ -40,6 +40,18 @@ type CertificateSource interface {
 // Listen. The certificate comes from certs on every handshake, so a rotated
 // certificate is served without a restart. TLS 1.2 is the minimum: the API
 // server's webhook client speaks 1.2 and 1.3, and nothing older is safe.
+//
+// HTTP/2 is offered first, for a stop that refuses no write: the API server
+// keeps its connections to a webhook open and reuses them, and over
+// HTTP/1.1 a server that stops can only close an idle one, racing a
+// request the API server is sending on it just then, which fails with EOF
+// or a broken pipe and is not retried (a POST). Over HTTP/2 the stop sends
+// GOAWAY with the last request it will answer; the API server's client
+// retries any later one on a new connection, which the Service gives to
+// another replica. controller-runtime turns HTTP/2 off by default, for the
+// 2023 rapid-reset attacks (CVE-2023-44487, CVE-2023-39325); Go's server
+// has bounded those since 1.21.3, and only the API server reaches this
+// port (manifests/network-policy).
 func NewWebhookServer(addr string, certs CertificateSource) *Server {
 	return &Server{
 		Name:    "webhook",
@@ -48,6 +60,7 @@ func NewWebhookServer(addr string, certs CertificateSource) *Server {
 		TLS: &tls.Config{
 			MinVersion:     tls.VersionTLS12,
 			GetCertificate: certs.GetCertificate,
+			NextProtos:     []string{"h2", "http/1.1"},
 		},
 	}
 }

@@ -231,3 +231,40 @@ func TestWebhookMuxHandleMisuse(t *testing.T) {
 		t.Error("Webhooks() of a non-webhook server is not nil")
 	}
 }
+
+// TestWebhookServerSpeaksHTTP2 shows that the webhook server offers
+// HTTP/2, whose GOAWAY lets the API server retry a call that a stopping
+// replica will not answer (test/upgrade TestRestartRefusesNoWrite shows the
+// stop), and still answers HTTP/1.1 clients.
+func TestWebhookServerSpeaksHTTP2(t *testing.T) {
+	dir := t.TempDir()
+	pair := newTestPair(t, "webhook", time.Now().Add(time.Hour))
+	writePair(t, dir, DefaultCertName, DefaultKeyName, pair.certPEM, pair.keyPEM)
+	cw, err := NewCertWatcher(dir, CertWatcherOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startWebhookServer(t, cw, "/validate", ServeAdmission(allowNamed))
+	pool := x509.NewCertPool()
+	pool.AddCert(pair.cert)
+	for _, tc := range []struct {
+		name      string
+		transport *http.Transport
+		wantProto string
+	}{
+		// As client-go's transport for the API server's webhook calls.
+		{"HTTP/2 offered", &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, ForceAttemptHTTP2: true}, "HTTP/2.0"},
+		{"HTTP/1.1 only", &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}, "HTTP/1.1"},
+	} {
+		client := &http.Client{Timeout: 10 * time.Second, Transport: tc.transport}
+		resp, err := client.Post("https://"+s.BoundAddr()+"/validate", "application/json", bytes.NewReader(reviewBody(t, "uid-h2")))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.Proto != tc.wantProto || resp.StatusCode != http.StatusOK || decodeResponse(t, string(body)).Response.UID != "uid-h2" {
+			t.Errorf("%s: %s %d %s; want %s 200 with the review's UID", tc.name, resp.Proto, resp.StatusCode, body, tc.wantProto)
+		}
+	}
+}
