@@ -92,11 +92,14 @@ func main() {
 
 // run parses args and runs the operator; it returns the process exit code.
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "uninstall" {
+		return runUninstall(args[1:], stdout, stderr)
+	}
 	// Step 1 — flags.
 	fs := pflag.NewFlagSet("handroll", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "handroll runs the WebApp operator (group handroll.dev).\n\nUsage:\n  handroll [flags]\n\nFlags:\n")
+		fmt.Fprintf(stderr, "handroll runs the WebApp operator (group handroll.dev).\n\nUsage:\n  handroll [flags]\n  handroll uninstall [flags]   (handroll uninstall --help)\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	o := options{leader: leader.DefaultOptions(), logs: logsapi.NewLoggingConfiguration()}

@@ -279,15 +279,22 @@ func (m *Manager) trustedSince(s *corev1.Secret) time.Time {
 	return m.trust.since
 }
 
+// SecretLabels are the labels of the Secret the Manager makes: an
+// uninstall deletes a Secret of that name only if it carries them, since a
+// user's own (--webhook-cert-dir's source) may have the same name.
+func SecretLabels() map[string]string {
+	return map[string]string{
+		"app.kubernetes.io/name":      "handroll",
+		"app.kubernetes.io/component": "webhook-certificates",
+	}
+}
+
 func (m *Manager) newSecret(p plan) *corev1.Secret {
 	return withPlan(&corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      m.opts.SecretName,
 			Namespace: m.opts.Namespace,
-			Labels: map[string]string{
-				"app.kubernetes.io/name":      "handroll",
-				"app.kubernetes.io/component": "webhook-certificates",
-			},
+			Labels:    SecretLabels(),
 		},
 		Type: corev1.SecretTypeTLS,
 	}, p)

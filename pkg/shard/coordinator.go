@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -46,6 +47,13 @@ type Coordinator struct {
 // split.
 func RangeLease(group string, r Range) string {
 	return fmt.Sprintf("%s-shard-%d-of-%d", group, r.Index, r.Count)
+}
+
+// GroupLease tells whether name is one of the Leases that group's replicas
+// make: a range's (RangeLease) or a member's (Members.leaseName). An
+// uninstall deletes them.
+func GroupLease(group, name string) bool {
+	return strings.HasPrefix(name, group+"-shard-") || strings.HasPrefix(name, group+"-member-")
 }
 
 type running struct {

@@ -158,7 +158,9 @@ func TestAgainstAPIServer(t *testing.T) {
 			t.Errorf("after helm upgrade --set rbacHelpers.enable=false: webapp-admin: %v", err)
 		}
 
-		out := helmRun("uninstall", "handroll")
+		// No pod runs here, so the pre-delete hook's Job could not: its
+		// command is TestUninstallCommand's, and test/real runs the hook.
+		out := helmRun("uninstall", "handroll", "--no-hooks")
 		checkPresent(t, kube, dyn, withoutKind(rendered, "CustomResourceDefinition"), false)
 		if _, err := crds.Get(t.Context(), crdName, metav1.GetOptions{}); err != nil {
 			t.Errorf("helm uninstall (%s) removed the CRD, which crd.keep keeps: %v", strings.TrimSpace(out), err)
@@ -176,13 +178,13 @@ func TestAgainstAPIServer(t *testing.T) {
 		} {
 			helmRun("install", "handroll", "charts/handroll", "--set", set)
 			checkPresent(t, kube, dyn, mustTemplate(t, ns, "--set", set), true)
-			helmRun("uninstall", "handroll")
+			helmRun("uninstall", "handroll", "--no-hooks")
 		}
 
 		// The kept CRD is adopted by the next install of the same release;
 		// with crd.keep=false, uninstall deletes it.
 		helmRun("install", "handroll", "charts/handroll", "--set", "crd.keep=false")
-		helmRun("uninstall", "handroll")
+		helmRun("uninstall", "handroll", "--no-hooks")
 		waitFor(t, "the CRD deleted", func(ctx context.Context) (bool, error) {
 			_, err := crds.Get(ctx, crdName, metav1.GetOptions{})
 			return apierrors.IsNotFound(err), nil

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -253,11 +254,18 @@ func helmLabels() map[string]string {
 
 // withoutHelm returns a copy of the chart's objects with what the chart
 // adds for Helm alone taken away, checking first that it is there: the
-// labels on every object and, on the CRD, helm.sh/resource-policy.
+// labels on every object, on the CRD helm.sh/resource-policy, and the
+// uninstall hook's objects (make undeploy does their work itself).
 func withoutHelm(t testing.TB, chart objects) objects {
 	t.Helper()
 	out := objects{}
 	for k, o := range chart {
+		if hook := dig(o, "metadata", "annotations", "helm.sh/hook"); hook != nil {
+			if kind, name := o["kind"].(string), dig(o, "metadata", "name"); hook != "pre-delete" || !slices.Contains(uninstallHook, fmt.Sprintf("%s %v", kind, name)) {
+				t.Errorf("%s: an unexpected hook %v", k, hook)
+			}
+			continue
+		}
 		c := deepCopy(o)
 		md := c["metadata"].(map[string]any)
 		labels, _ := md["labels"].(map[string]any)

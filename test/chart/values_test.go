@@ -337,3 +337,62 @@ func TestAnotherNamespace(t *testing.T) {
 		}
 	}
 }
+
+// uninstallHook are the pre-delete hook's objects, as "Kind name".
+var uninstallHook = []string{
+	"ServiceAccount handroll-uninstall", "ClusterRole handroll-uninstall", "ClusterRoleBinding handroll-uninstall",
+	"Role handroll-uninstall", "RoleBinding handroll-uninstall", "Job handroll-uninstall",
+}
+
+const uninstallJobKey = "Job " + defaultNamespace + "/handroll-uninstall"
+
+// TestUninstallHook checks the pre-delete hook: on by default, running
+// handroll uninstall from the operator's own image, on the operator's
+// nodes, in the release's namespace, its objects made before and deleted
+// after it; its values; and off with uninstall.enable=false.
+func TestUninstallHook(t *testing.T) {
+	objs := mustTemplate(t, defaultNamespace, "--set", "manager.image.digest=sha256:"+strings.Repeat("cd", 32),
+		"--set", "manager.nodeSelector.pool=operators,manager.imagePullSecrets[0].name=regcred")
+	for _, k := range uninstallHook {
+		kind, name, _ := strings.Cut(k, " ")
+		key := kind + " " + defaultNamespace + "/" + name
+		if kind == "ClusterRole" || kind == "ClusterRoleBinding" {
+			key = kind + " /" + name
+		}
+		o, ok := objs[key]
+		if !ok {
+			t.Errorf("%s is not rendered", key)
+			continue
+		}
+		equal(t, key+" hook", dig(o, "metadata", "annotations", "helm.sh/hook"), "pre-delete")
+		equal(t, key+" delete policy", dig(o, "metadata", "annotations", "helm.sh/hook-delete-policy"), "before-hook-creation,hook-succeeded")
+		weight := "-10"
+		if kind == "Job" {
+			weight = "0"
+		}
+		equal(t, key+" weight", dig(o, "metadata", "annotations", "helm.sh/hook-weight"), weight)
+	}
+	job := objs[uninstallJobKey]
+	pod := dig(job, "spec", "template", "spec")
+	c := dig(pod, "containers", 0)
+	equal(t, "the Job's image", dig(c, "image"), container(t, objs)["image"])
+	equal(t, "the Job's args", dig(c, "args"), []any{"uninstall", "--operator-namespace=" + defaultNamespace, "--delete-webapps=true", "--timeout=2m"})
+	equal(t, "the Job's nodeSelector", dig(pod, "nodeSelector"), dig(objs[deploymentKey], "spec", "template", "spec", "nodeSelector"))
+	equal(t, "the Job's imagePullSecrets", dig(pod, "imagePullSecrets"), dig(objs[deploymentKey], "spec", "template", "spec", "imagePullSecrets"))
+	equal(t, "the Job's ServiceAccount", dig(pod, "serviceAccountName"), "handroll-uninstall")
+	equal(t, "the Job's retries", dig(job, "spec", "backoffLimit"), float64(0))
+
+	kept := mustTemplate(t, defaultNamespace, "--set", "uninstall.deleteWebApps=false,uninstall.timeout=5m")
+	equal(t, "the Job's args, WebApps kept", dig(kept[uninstallJobKey], "spec", "template", "spec", "containers", 0, "args"),
+		[]any{"uninstall", "--operator-namespace=" + defaultNamespace, "--delete-webapps=false", "--timeout=5m"})
+
+	off := mustTemplate(t, defaultNamespace, "--set", "uninstall.enable=false")
+	for k, o := range off {
+		if dig(o, "metadata", "annotations", "helm.sh/hook") != nil {
+			t.Errorf("uninstall.enable=false still renders the hook %s", k)
+		}
+	}
+	if _, err := template(t, defaultNamespace, "--set", "uninstall.timeout=soon"); err == nil {
+		t.Error("uninstall.timeout=soon was accepted; want the schema to refuse it")
+	}
+}

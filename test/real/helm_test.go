@@ -31,7 +31,8 @@ const (
 // TestHelmInstallUpgradeUninstall installs the chart with the real helm
 // into a namespace of the user's choice, on the real node, from the local
 // cluster's registry; upgrades it with values changed while a WebApp runs;
-// and uninstalls it as the chart's NOTES say, WebApps first. It leaves the
+// and uninstalls it with a WebApp still there, which the chart's
+// pre-delete hook deletes first, as make undeploy does. It leaves the
 // cluster as it found it: the kept CRD is deleted at the end.
 func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	helm := os.Getenv("HELM")
@@ -114,14 +115,20 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 		}
 	})
 
-	t.Run("helm uninstall after the WebApps leaves only the kept CRD", func(t *testing.T) {
-		// As the chart's NOTES say: the WebApps first, while the operator runs.
-		kubectl(t, "delete", "webapps.handroll.dev", "--all", "--all-namespaces", "--timeout=120s")
+	t.Run("helm uninstall deletes the WebApps first and leaves only the kept CRD", func(t *testing.T) {
+		// As make undeploy does, with the WebApp still there: the chart's
+		// pre-delete hook deletes it while the operator runs, then what
+		// the operator made as it ran.
 		runHelm(t, helm, "uninstall", "handroll", "-n", helmNamespace, "--wait", "--timeout=3m")
 		ctx := context.Background()
-		if _, err := kube.AppsV1().Deployments(helmNamespace).Get(ctx, "handroll", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			t.Errorf("the operator's Deployment is left (%v)", err)
+		if list, err := handrollClient.HandrollV1().WebApps(metav1.NamespaceAll).List(ctx, metav1.ListOptions{}); err != nil || len(list.Items) > 0 {
+			t.Errorf("WebApps left after helm uninstall: %d (%v)", len(list.Items), err)
 		}
+		eventually(t, "the WebApp's Deployment collected", time.Minute, func(ctx context.Context) (bool, error) {
+			_, err := kube.AppsV1().Deployments(app).Get(ctx, "shop", metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+		checkNothingLeftIn(t, helmNamespace)
 		for _, get := range []func() error{
 			func() error {
 				_, err := kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "handroll", metav1.GetOptions{})
@@ -146,6 +153,68 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 		if out := kubectl(t, "get", "crd", "webapps.handroll.dev", "-o", "name"); out != "customresourcedefinition.apiextensions.k8s.io/webapps.handroll.dev" {
 			t.Errorf("the CRD is not kept on uninstall: %q", out)
 		}
+	})
+}
+
+// checkNothingLeftIn waits until nothing of handroll's is left in ns (a
+// pod may still be terminating when helm returns): no pod, Job, Lease,
+// ServiceAccount but the default one, ConfigMap but the cluster's root CA,
+// or Secret.
+func checkNothingLeftIn(t *testing.T, ns string) {
+	t.Helper()
+	var left []string
+	eventually(t, "nothing of handroll's left in "+ns, time.Minute, func(ctx context.Context) (bool, error) {
+		left = left[:0]
+		pods, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, p := range pods.Items {
+			left = append(left, "Pod "+p.Name)
+		}
+		jobs, err := kube.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, j := range jobs.Items {
+			left = append(left, "Job "+j.Name)
+		}
+		leases, err := kube.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, l := range leases.Items {
+			left = append(left, "Lease "+l.Name)
+		}
+		sas, err := kube.CoreV1().ServiceAccounts(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, sa := range sas.Items {
+			if sa.Name != "default" {
+				left = append(left, "ServiceAccount "+sa.Name)
+			}
+		}
+		cms, err := kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, cm := range cms.Items {
+			if cm.Name != "kube-root-ca.crt" {
+				left = append(left, "ConfigMap "+cm.Name)
+			}
+		}
+		secrets, err := kube.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, s := range secrets.Items {
+			left = append(left, "Secret "+s.Name)
+		}
+		if len(left) > 0 {
+			return false, fmt.Errorf("left: %s", strings.Join(left, ", "))
+		}
+		return true, nil
 	})
 }
 

@@ -1,0 +1,280 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/handroll/handroll/pkg/certs"
+	"github.com/handroll/handroll/pkg/controller/webapp"
+	"github.com/handroll/handroll/pkg/generated/clientset/versioned"
+	"github.com/handroll/handroll/pkg/leader"
+	"github.com/handroll/handroll/pkg/shard"
+)
+
+// uninstallOptions are the flags of `handroll uninstall`.
+type uninstallOptions struct {
+	kubeconfig    string
+	namespace     string
+	deployment    string
+	leaseName     string
+	secretName    string
+	deleteWebApps bool
+	timeout       time.Duration
+}
+
+// runUninstall is `handroll uninstall`: the steps of an uninstall that only
+// the cluster can do, which the chart runs as its pre-delete hook (the
+// image has no shell and no kubectl) and which need the operator still
+// running:
+//
+//  1. every WebApp is deleted while the operator runs, so that its
+//     directory entry goes and the garbage collector takes its children;
+//     handroll's own legacy finalizer is removed, another controller's
+//     never: a WebApp that one still holds is named, with its holder, and
+//     the uninstall fails rather than skip that controller's clean-up;
+//  2. the operator's Deployment is scaled to 0 and its pods are waited
+//     for, so that nothing recreates what step 3 deletes;
+//  3. what the operator made as it ran is deleted from its namespace: its
+//     Leases, the directory's ConfigMaps and its self-managed certificate
+//     Secret (never a Secret it did not make).
+//
+// helm then deletes the rest, as it installed it.
+func runUninstall(args []string, stdout, stderr io.Writer) int {
+	fs := pflag.NewFlagSet("handroll uninstall", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o uninstallOptions
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "Path to a kubeconfig file. Empty: KUBECONFIG, then the in-cluster configuration, then ~/.kube/config.")
+	fs.StringVar(&o.namespace, "operator-namespace", "", "Namespace of the operator and of what it made as it ran. Empty: the pod's own namespace.")
+	fs.StringVar(&o.deployment, "deployment", "handroll", "The operator's Deployment in --operator-namespace, scaled to 0 before its objects are deleted; empty: none.")
+	fs.StringVar(&o.leaseName, leader.FlagResourceName, leader.DefaultLeaseName, "The operator's --"+leader.FlagResourceName+": its Lease, and the prefix of its shard Leases.")
+	fs.StringVar(&o.secretName, "webhook-secret-name", "handroll-webhook-tls", "The operator's --webhook-secret-name; deleted only if handroll made it.")
+	fs.BoolVar(&o.deleteWebApps, "delete-webapps", true, "Delete every WebApp in the cluster first, and wait until they are gone. false: leave them, unreconciled.")
+	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "How long to wait for the WebApps, then for the operator's pods, to go.")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "handroll uninstall removes the WebApps, then what the operator made as it ran; helm uninstall runs it first.\n\nUsage:\n  handroll uninstall [flags]\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "handroll uninstall: %v\n", err)
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "handroll uninstall: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	if o.timeout <= 0 {
+		fmt.Fprintf(stderr, "handroll uninstall: --timeout must be positive, not %s\n", o.timeout)
+		return 2
+	}
+	if o.namespace == "" {
+		o.namespace = leader.DefaultNamespace()
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	if err := uninstall(ctx, o, stdout); err != nil {
+		fmt.Fprintf(stderr, "handroll uninstall: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func uninstall(ctx context.Context, o uninstallOptions, out io.Writer) error {
+	cfg, _, err := loadConfig(o.kubeconfig, 20, 30, 30*time.Second)
+	if err != nil {
+		return err
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	hc, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	if o.deleteWebApps {
+		if err := deleteAllWebApps(ctx, hc, o.timeout, out); err != nil {
+			return err
+		}
+	}
+	if o.deployment != "" {
+		if err := scaleToZero(ctx, kube, o.namespace, o.deployment, o.timeout, out); err != nil {
+			return err
+		}
+	}
+	return deleteRuntimeObjects(ctx, kube, o, out)
+}
+
+// deleteAllWebApps deletes every WebApp and waits until none is left. It
+// removes handroll's legacy finalizer itself, so that it works with no
+// operator running too.
+func deleteAllWebApps(ctx context.Context, hc versioned.Interface, timeout time.Duration, out io.Writer) error {
+	list, err := hc.HandrollV1().WebApps(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing the WebApps: %w", err)
+	}
+	for _, w := range list.Items {
+		err := hc.HandrollV1().WebApps(w.Namespace).Delete(ctx, w.Name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting WebApp %s/%s: %w", w.Namespace, w.Name, err)
+		}
+	}
+	fmt.Fprintf(out, "uninstall: deleting %d WebApp(s)\n", len(list.Items))
+
+	var left []string
+	err = wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+		list, err := hc.HandrollV1().WebApps(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil //nolint:nilerr // a transient error: the next poll asks again
+		}
+		left = left[:0]
+		for i := range list.Items {
+			w := &list.Items[i]
+			if patch := webapp.LegacyFinalizerPatch(w); patch != nil {
+				_, err := hc.HandrollV1().WebApps(w.Namespace).Patch(ctx, w.Name, types.JSONPatchType, patch, metav1.PatchOptions{})
+				if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsInvalid(err) {
+					return false, fmt.Errorf("removing %s from WebApp %s/%s: %w", webapp.LegacyFinalizerDirectory, w.Namespace, w.Name, err)
+				}
+			}
+			others := slices.DeleteFunc(slices.Clone(w.Finalizers), func(f string) bool { return f == webapp.LegacyFinalizerDirectory })
+			held := "not yet deleted"
+			if len(others) > 0 {
+				held = "held by the finalizer(s) " + strings.Join(others, ", ") + " of another controller"
+			}
+			left = append(left, fmt.Sprintf("%s/%s (%s)", w.Namespace, w.Name, held))
+		}
+		return len(left) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%d WebApp(s) still there after %s; handroll removes only its own finalizer, so finish or remove the others' first:\n  %s",
+			len(left), timeout, strings.Join(left, "\n  "))
+	}
+	fmt.Fprintln(out, "uninstall: every WebApp is gone")
+	return nil
+}
+
+// scaleToZero scales the operator's Deployment to 0 and waits until its
+// pods are gone: a replica still running would recreate its Lease and the
+// directory. A Deployment already gone is not an error.
+func scaleToZero(ctx context.Context, kube kubernetes.Interface, ns, name string, timeout time.Duration, out io.Writer) error {
+	deployments := kube.AppsV1().Deployments(ns)
+	d, err := deployments.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("reading Deployment %s/%s: %w", ns, name, err)
+	}
+	if ptr.Deref(d.Spec.Replicas, 1) != 0 {
+		patch := []byte(`{"spec":{"replicas":0}}`)
+		if _, err := deployments.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}, "scale"); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("scaling Deployment %s/%s to 0: %w", ns, name, err)
+		}
+	}
+	selector, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+	if err != nil {
+		return fmt.Errorf("Deployment %s/%s: %w", ns, name, err)
+	}
+	var running []string
+	err = wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+		pods, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
+		if err != nil {
+			return false, nil //nolint:nilerr // the next poll asks again
+		}
+		running = running[:0]
+		for _, p := range pods.Items {
+			running = append(running, p.Name)
+		}
+		return len(running) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the operator's pods %v still run %s after scaling Deployment %s/%s to 0", running, timeout, ns, name)
+	}
+	fmt.Fprintf(out, "uninstall: Deployment %s/%s scaled to 0, its pods are gone\n", ns, name)
+	return nil
+}
+
+// deleteRuntimeObjects deletes what the operator made as it ran, in its
+// namespace: the leader Lease and the shard Leases named after it, the
+// directory's parts, and the certificate Secret if handroll made it (a
+// user's own Secret, given with the same name, stays).
+func deleteRuntimeObjects(ctx context.Context, kube kubernetes.Interface, o uninstallOptions, out io.Writer) error {
+	var deleted []string
+	gone := func(kind, name string, err error) error {
+		switch {
+		case err == nil:
+			deleted = append(deleted, kind+" "+name)
+		case !apierrors.IsNotFound(err):
+			return fmt.Errorf("deleting %s %s/%s: %w", kind, o.namespace, name, err)
+		}
+		return nil
+	}
+	leases, err := kube.CoordinationV1().Leases(o.namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing the Leases in %s: %w", o.namespace, err)
+	}
+	for _, l := range leases.Items {
+		if l.Name == o.leaseName || shard.GroupLease(o.leaseName, l.Name) {
+			if err := gone("Lease", l.Name, kube.CoordinationV1().Leases(o.namespace).Delete(ctx, l.Name, metav1.DeleteOptions{})); err != nil {
+				return err
+			}
+		}
+	}
+	cms, err := kube.CoreV1().ConfigMaps(o.namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing the ConfigMaps in %s: %w", o.namespace, err)
+	}
+	for _, cm := range cms.Items {
+		if _, ok := webapp.DirectoryPartIndex(cm.Name); ok {
+			if err := gone("ConfigMap", cm.Name, kube.CoreV1().ConfigMaps(o.namespace).Delete(ctx, cm.Name, metav1.DeleteOptions{})); err != nil {
+				return err
+			}
+		}
+	}
+	secret, err := kube.CoreV1().Secrets(o.namespace).Get(ctx, o.secretName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return fmt.Errorf("reading Secret %s/%s: %w", o.namespace, o.secretName, err)
+	case selfManagedSecret(secret):
+		// Preconditioned on the UID read: a Secret made in between is not ours to judge.
+		err := kube.CoreV1().Secrets(o.namespace).Delete(ctx, secret.Name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(secret.UID))})
+		if err := gone("Secret", secret.Name, err); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(out, "uninstall: deleted from %s: %s\n", o.namespace, orNothing(deleted))
+	return nil
+}
+
+// selfManagedSecret tells whether s was made by pkg/certs.
+func selfManagedSecret(s *corev1.Secret) bool {
+	for k, v := range certs.SecretLabels() {
+		if s.Labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func orNothing(names []string) string {
+	if len(names) == 0 {
+		return "nothing"
+	}
+	return strings.Join(names, ", ")
+}

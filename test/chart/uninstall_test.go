@@ -1,0 +1,211 @@
+package chart
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
+	"github.com/handroll/handroll/pkg/certs"
+	"github.com/handroll/handroll/pkg/controller/webapp"
+	"github.com/handroll/handroll/test/controlplane"
+)
+
+// foreignFinalizer stands for a backup or policy tool's own finalizer.
+const foreignFinalizer = "backup.example.com/protect"
+
+// TestUninstallCommand runs `handroll uninstall`, what the chart's
+// pre-delete hook Job runs, against a real API server with what an
+// operator leaves as it runs, and with the WebApp of a cluster where a
+// backup tool also puts finalizers: it removes handroll's own finalizer
+// and no other, fails naming the WebApp and its holder, touches nothing
+// of the operator's until the WebApps are gone, and then deletes exactly
+// what the operator made.
+func TestUninstallCommand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: no control plane")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	cp, err := controlplane.Start(ctx, controlplane.Options{CRDDirs: []string{filepath.Join(repoRoot(t), "manifests", "crd")}})
+	if err != nil {
+		t.Fatalf("starting the API server: %v", err)
+	}
+	t.Cleanup(func() { _ = cp.Stop() })
+	kube, hc := cp.KubeClient(t), cp.HandrollClient(t)
+	bin := filepath.Join(t.TempDir(), "handroll")
+	if out, err := run(t, nil, "go", "build", "-o", bin, "./cmd/handroll"); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+
+	const opNS = "platform-ops"
+	for _, ns := range []string{opNS, "team-a", "team-b"} {
+		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, w := range []struct{ ns, name, finalizer string }{
+		{"team-a", "shop", ""},
+		{"team-a", "legacy", webapp.LegacyFinalizerDirectory},
+		{"team-b", "backed-up", foreignFinalizer},
+	} {
+		obj := &handrollv1.WebApp{ObjectMeta: metav1.ObjectMeta{Name: w.name}, Spec: handrollv1.WebAppSpec{Image: "registry.invalid/app:1"}}
+		if w.finalizer != "" {
+			obj.Finalizers = []string{w.finalizer}
+		}
+		if _, err := hc.HandrollV1().WebApps(w.ns).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// What the operator made as it ran, beside what it did not make.
+	ours := []string{"Lease handroll-leader", "Lease handroll-leader-shard-0-of-3", "Lease handroll-leader-member-00000000000000ab",
+		"ConfigMap webapp-directory", "ConfigMap webapp-directory-1", "Secret handroll-webhook-tls"}
+	theirs := []string{"Lease other-leader", "Lease handroll-leaderboard", "ConfigMap webapp-directory-notes", "ConfigMap settings"}
+	for _, o := range append(slices.Clone(ours), theirs...) {
+		createRuntimeObject(ctx, t, kube, opNS, o)
+	}
+	if _, err := kube.AppsV1().Deployments(opNS).Create(ctx, operatorDeployment(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	uninstall := func() (string, error) {
+		cmd := exec.CommandContext(ctx, bin, "uninstall", "--kubeconfig="+cp.Kubeconfig, "--operator-namespace="+opNS, "--timeout=5s")
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := uninstall()
+	if err == nil {
+		t.Fatalf("handroll uninstall succeeded with a WebApp a backup tool holds:\n%s", out)
+	}
+	if !strings.Contains(out, "team-b/backed-up (held by the finalizer(s) "+foreignFinalizer) {
+		t.Errorf("the failure does not name the held WebApp and its holder:\n%s", out)
+	}
+	t.Logf("with the backup tool's finalizer on: %v\n%s", err, out)
+	held, err := hc.HandrollV1().WebApps("team-b").Get(ctx, "backed-up", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held.DeletionTimestamp == nil || !slices.Equal(held.Finalizers, []string{foreignFinalizer}) {
+		t.Errorf("the held WebApp: deleting %v, finalizers %v; want deleting, the backup tool's finalizer kept", held.DeletionTimestamp != nil, held.Finalizers)
+	}
+	for _, ns := range []string{"team-a"} {
+		list, err := hc.HandrollV1().WebApps(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range list.Items {
+			t.Errorf("WebApp %s/%s is left (finalizers %v)", ns, w.Name, w.Finalizers)
+		}
+	}
+	checkRuntimeObjects(ctx, t, kube, opNS, ours, true) // nothing of the operator's touched yet
+	if d, err := kube.AppsV1().Deployments(opNS).Get(ctx, "handroll", metav1.GetOptions{}); err != nil || ptr.Deref(d.Spec.Replicas, 1) != 2 {
+		t.Errorf("the operator was scaled before the WebApps were gone: %v", err)
+	}
+
+	// The backup tool finishes, and removes its finalizer; the retried
+	// uninstall then completes.
+	patch := []byte(`[{"op":"test","path":"/metadata/finalizers/0","value":"` + foreignFinalizer + `"},{"op":"remove","path":"/metadata/finalizers/0"}]`)
+	if _, err := hc.HandrollV1().WebApps("team-b").Patch(ctx, "backed-up", types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out, err = uninstall()
+	if err != nil {
+		t.Fatalf("handroll uninstall: %v\n%s", err, out)
+	}
+	t.Logf("once the backup tool is done:\n%s", out)
+	if list, err := hc.HandrollV1().WebApps(metav1.NamespaceAll).List(ctx, metav1.ListOptions{}); err != nil || len(list.Items) > 0 {
+		t.Errorf("WebApps left: %v (%v)", list, err)
+	}
+	if d, err := kube.AppsV1().Deployments(opNS).Get(ctx, "handroll", metav1.GetOptions{}); err != nil || ptr.Deref(d.Spec.Replicas, 1) != 0 {
+		t.Errorf("the operator's Deployment is not scaled to 0: %v", err)
+	}
+	checkRuntimeObjects(ctx, t, kube, opNS, ours, false)
+	checkRuntimeObjects(ctx, t, kube, opNS, theirs, true)
+
+	// A user's own Secret of that name (the existing-Secret mode) stays.
+	createRuntimeObject(ctx, t, kube, opNS, "Secret handroll-webhook-tls user")
+	if out, err := uninstall(); err != nil {
+		t.Fatalf("handroll uninstall, a second time: %v\n%s", err, out)
+	}
+	checkRuntimeObjects(ctx, t, kube, opNS, []string{"Secret handroll-webhook-tls"}, true)
+}
+
+// createRuntimeObject creates "Kind name" in ns as the operator makes it
+// (a Secret with pkg/certs' labels) or, with a third word, as a user would.
+func createRuntimeObject(ctx context.Context, t *testing.T, kube kubernetes.Interface, ns, what string) {
+	t.Helper()
+	f := strings.Fields(what)
+	kind, name, byUser := f[0], f[1], len(f) > 2
+	var err error
+	switch kind {
+	case "Lease":
+		_, err = kube.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	case "ConfigMap":
+		_, err = kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	case "Secret":
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: certs.SecretLabels()}}
+		if byUser {
+			s.Labels = map[string]string{"team": "platform"}
+		}
+		_, err = kube.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{})
+	default:
+		t.Fatalf("no such kind: %s", what)
+	}
+	if err != nil {
+		t.Fatalf("creating %s: %v", what, err)
+	}
+}
+
+// checkRuntimeObjects fails t for each "Kind name" of objs in ns that is
+// not present (want) or not gone (!want).
+func checkRuntimeObjects(ctx context.Context, t *testing.T, kube kubernetes.Interface, ns string, objs []string, want bool) {
+	t.Helper()
+	for _, what := range objs {
+		kind, name, _ := strings.Cut(what, " ")
+		var err error
+		switch kind {
+		case "Lease":
+			_, err = kube.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
+		case "ConfigMap":
+			_, err = kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+		case "Secret":
+			_, err = kube.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+		}
+		switch {
+		case want && err != nil:
+			t.Errorf("%s: %v; want it kept", what, err)
+		case !want && !apierrors.IsNotFound(err):
+			t.Errorf("%s: %v; want it deleted", what, err)
+		}
+	}
+}
+
+// operatorDeployment is the operator's Deployment as the chart names it;
+// no pod runs here (no controllers), as after the operator's own stop.
+func operatorDeployment() *appsv1.Deployment {
+	labels := map[string]string{"app.kubernetes.io/name": "handroll"}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "handroll"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](2),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "manager", Image: "handroll:test"}}},
+			},
+		},
+	}
+}
