@@ -412,13 +412,13 @@ endif
 # it runs on loopback (its containerd's hosts configuration says so), as a
 # cluster pulls from any registry: build the image, push it there.
 .PHONY: local-push
-local-push: ## Build the image IMG (localhost/NAME:TAG) and push it to the local cluster's registry, which its real node pulls from.
+local-push: ## Build the image IMG (localhost/NAME:TAG) and push it to the local cluster's registry, which its real node pulls from; PUSH_ARCHIVE: push that archive instead of building.
 	@case "$(IMG)" in localhost/*) ;; *) \
 	  echo "local-push: IMG=$(IMG): on the local cluster, name the image localhost/NAME:TAG (its node pulls localhost/... from the cluster's registry)" >&2; exit 1;; \
 	esac
-	@$(MAKE) --no-print-directory image
+	@$(if $(PUSH_ARCHIVE),,$(MAKE) --no-print-directory image)
 	@reg="$$($(CLUSTER) registry | tail -n 1)"; img='$(IMG)'; \
-	$(MAKE) --no-print-directory image-push PUSH_ARCHIVE=$(IMAGE_DIR)/handroll.tar IMG="$$reg/$${img#localhost/}" REGISTRY_INSECURE=true
+	$(MAKE) --no-print-directory image-push PUSH_ARCHIVE=$(or $(PUSH_ARCHIVE),$(IMAGE_DIR)/handroll.tar) IMG="$$reg/$${img#localhost/}" REGISTRY_INSECURE=true
 
 .PHONY: undeploy
 undeploy: ## Remove what deploy installed, in order: every WebApp (finalizers removed if no operator runs), the operator, the rest, the CRD last.

@@ -17,8 +17,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
-	"github.com/handroll/handroll/pkg/controller/webapp"
 	"github.com/handroll/handroll/test/controlplane"
+	"github.com/handroll/handroll/test/release"
 )
 
 // helmNamespace is the namespace a user picks for the chart: neither
@@ -26,19 +26,24 @@ import (
 const (
 	helmNamespace = "platform-ops"
 	helmImage     = "localhost/handroll:helm-1"
+	// The previous release's image, as its own make image builds it.
+	helmPreviousImage = "localhost/handroll:helm-previous"
 )
 
-// TestHelmInstallUpgradeUninstall installs the chart with the real helm
-// into a namespace of the user's choice, on the real node, from the local
-// cluster's registry; upgrades it with values changed while a WebApp runs;
-// and uninstalls it with a WebApp still there, which the chart's
-// pre-delete hook deletes first, as make undeploy does. It leaves the
-// cluster as it found it: the kept CRD is deleted at the end.
+// TestHelmInstallUpgradeUninstall installs the previous release's chart
+// and image (test/upgrade/previous-release) with the real helm into a
+// namespace of the user's choice, on the real node, from the local
+// cluster's registry; upgrades it to this tree's chart and image with
+// values changed while a WebApp runs and a writer keeps writing WebApps
+// through the webhooks; and uninstalls it with the WebApps still there,
+// which the chart's pre-delete hook deletes first, as make undeploy does.
+// It leaves the cluster as it found it: the kept CRD is deleted at the end.
 func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	helm := os.Getenv("HELM")
 	if helm == "" {
 		t.Fatal("HELM is not set: run make test-real, which builds helm")
 	}
+	previous := pushPreviousRelease(t)
 	makeTarget(t, "local-push", "IMG="+helmImage)
 	// A namespace made as a platform team makes one: restricted Pod Security.
 	if _, err := kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
@@ -54,11 +59,12 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	// install), which helm would refuse to adopt: its release owns the CRD.
 	kubectl(t, "delete", "crd", "webapps.handroll.dev", "--ignore-not-found", "--wait=true", "--timeout=120s")
 
-	if !t.Run("helm install into "+helmNamespace, func(t *testing.T) {
-		runHelm(t, helm, "install", "handroll", filepath.Join(root, "charts", "handroll"), "-n", helmNamespace, "-f", values)
+	if !t.Run("helm install of the previous release into "+helmNamespace, func(t *testing.T) {
+		runHelm(t, helm, "install", "handroll", filepath.Join(previous.Dir, "charts", "handroll"), "-n", helmNamespace, "-f", values,
+			"--set", "manager.image.tag="+imageTag(helmPreviousImage))
 		kubectl(t, "-n", helmNamespace, "rollout", "status", "deployment/handroll", "--timeout=180s")
 		checkInstalledIn(t, helmNamespace)
-		checkPulled(t, helmImage)
+		checkPulled(t, helmPreviousImage)
 	}) {
 		return
 	}
@@ -67,6 +73,7 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	app := realNamespace(t, "helm-apps", nil)
 	var before map[string]int64
 	var pods []string
+	var written []string
 	if !t.Run("a WebApp converges on the real node", func(t *testing.T) {
 		eventually(t, "creating WebApp "+app+"/shop", time.Minute, func(ctx context.Context) (bool, error) {
 			_, err := handrollClient.HandrollV1().WebApps(app).Create(ctx, &handrollv1.WebApp{
@@ -75,17 +82,26 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 			}, metav1.CreateOptions{})
 			return err == nil || apierrors.IsAlreadyExists(err), err
 		})
+		written = release.CreateWritten(context.Background(), t, handrollClient, app, demoImage, 2)
 		kubectl(t, "-n", app, "wait", "--for=condition=Ready", "webapp/shop", "--timeout=120s")
-		before, pods = childGenerations(t, app), webAppPods(t, app)
+		before, pods = childGenerations(t, app, "shop"), webAppPods(t, app)
 	}) {
 		return
 	}
 
-	t.Run("helm upgrade with values changed rolls the operator, not the WebApp's pods", func(t *testing.T) {
+	t.Run("helm upgrade to this release with values changed refuses no write and rolls the operator, not the WebApp's pods", func(t *testing.T) {
 		operatorBefore := kubectl(t, "-n", helmNamespace, "get", "deployment/handroll", "-o", "jsonpath={.metadata.generation}")
+		ctx, stopWriter := context.WithCancel(context.Background())
+		defer stopWriter()
+		w := &release.Writer{Client: handrollClient, NS: app, Names: written}
+		writing := make(chan struct{})
+		go func() { defer close(writing); w.Run(ctx, 20*time.Millisecond) }()
+
+		began := time.Now()
 		runHelm(t, helm, "upgrade", "handroll", filepath.Join(root, "charts", "handroll"), "-n", helmNamespace, "-f", values,
 			"--set", "manager.logging.format=json", "--set", "manager.shards=0")
 		kubectl(t, "-n", helmNamespace, "rollout", "status", "deployment/handroll", "--timeout=180s")
+		rolledOut := time.Now()
 		if after := kubectl(t, "-n", helmNamespace, "get", "deployment/handroll", "-o", "jsonpath={.metadata.generation}"); after == operatorBefore {
 			t.Errorf("the operator's Deployment is still at generation %s: the upgrade changed nothing", after)
 		}
@@ -94,6 +110,7 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 			t.Errorf("the upgraded operator runs with %s, want --logging-format=json", args)
 		}
 		checkInstalledIn(t, helmNamespace)
+		checkPulled(t, helmImage)
 		// The new replicas reconcile the WebApp again: nothing of it changes.
 		eventuallyUpdate(t, app, "shop", func(w *handrollv1.WebApp) {
 			if w.Annotations == nil {
@@ -107,11 +124,20 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 				kubectl(t, "-n", app, "get", "webapp/shop", "deployment/shop", "-o", "yaml"))
 		}
 		time.Sleep(3 * time.Second)
-		if after := childGenerations(t, app); !mapsEqual(before, after) {
+		stopWriter()
+		<-writing
+		if after := childGenerations(t, app, "shop"); !mapsEqual(before, after) {
 			t.Errorf("the WebApp's children changed across helm upgrade: %v, then %v", before, after)
 		}
 		if after := webAppPods(t, app); !slices.Equal(pods, after) {
 			t.Errorf("the WebApp's pods were replaced across helm upgrade: %v, then %v", pods, after)
+		}
+		writes, conflicts, refused := w.Figures()
+		excused := checkRefusedDuring(t, previous, refused, began, rolledOut)
+		t.Logf("helm upgrade from %s (%s): %d writes accepted, %d conflicts, %d refused (%d excused by previous-release); rollout %s",
+			previous.Ref, previous.Commit[:12], writes, conflicts, len(refused), excused, rolledOut.Sub(began).Round(100*time.Millisecond))
+		if writes == 0 {
+			t.Error("the writer wrote nothing during the upgrade")
 		}
 	})
 
@@ -218,6 +244,53 @@ func checkNothingLeftIn(t *testing.T, ns string) {
 	})
 }
 
+// pushPreviousRelease checks out the release this one upgrades from,
+// builds its image with its own make image and pushes it to the local
+// cluster's registry as helmPreviousImage.
+func pushPreviousRelease(t *testing.T) *release.Release {
+	t.Helper()
+	previous, err := release.CheckOut(root, filepath.Join(root, "test", "upgrade", "previous-release"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := previous.Remove(); err != nil {
+			t.Error(err)
+		}
+	})
+	cmd := exec.Command("make", "--no-print-directory", "-C", previous.Dir, "image")
+	cmd.Env = release.WithoutMakeFlags(os.Environ())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make image in the previous release %s: %v\n%s", previous.Ref, err, out)
+	}
+	makeTarget(t, "local-push", "IMG="+helmPreviousImage, "PUSH_ARCHIVE="+filepath.Join(previous.Dir, ".local", "image", "handroll.tar"))
+	return previous
+}
+
+// checkRefusedDuring fails t for every refused write, but for those
+// previous-release excuses: a webhook call that found its connection
+// closed by the previous release's stopping pods, while the upgrade rolled
+// out. It returns how many it excused.
+func checkRefusedDuring(t *testing.T, previous *release.Release, refused []release.Refusal, began, rolledOut time.Time) int {
+	t.Helper()
+	excused := 0
+	var failed []string
+	for _, r := range refused {
+		if previous.Allows(release.AllowClosedOnStop) && r.ClosedConnection() && !r.At.Before(began) && r.At.Before(rolledOut.Add(time.Second)) {
+			excused++
+			t.Logf("refused while the previous release's pods stopped, excused by previous-release (%s): %s", release.AllowClosedOnStop, r)
+			continue
+		}
+		failed = append(failed, r.String())
+	}
+	if len(failed) > 0 {
+		t.Errorf("%d writes were refused during helm upgrade:\n%s", len(failed), strings.Join(failed, "\n"))
+	}
+	return excused
+}
+
+func imageTag(img string) string { return img[strings.LastIndex(img, ":")+1:] }
+
 // writeHelmValues writes the values a user of the local cluster gives: the
 // image from its registry, the operator on the real node.
 func writeHelmValues(t *testing.T) string {
@@ -256,36 +329,28 @@ func runHelm(t *testing.T, helm string, args ...string) string {
 	return string(out)
 }
 
-// childGenerations maps each child of the WebApps in ns to its
-// metadata.generation (Deployments) or resourceVersion (the rest), so that
-// any write to one shows.
-func childGenerations(t *testing.T, ns string) map[string]int64 {
+// childGenerations maps each child of WebApp name in ns to its
+// metadata.generation (its Deployment) or resourceVersion (its Service and
+// ConfigMap), so that any write to one shows.
+func childGenerations(t *testing.T, ns, name string) map[string]int64 {
 	t.Helper()
 	ctx := context.Background()
 	got := map[string]int64{}
-	deps, err := kube.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
+	d, err := kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range deps.Items {
-		got["Deployment "+d.Name+" generation"] = d.Generation
-	}
-	svcs, err := kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+	got["Deployment "+d.Name+" generation"] = d.Generation
+	svc, err := kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range svcs.Items {
-		rv, _ := parseInt(s.ResourceVersion)
-		got["Service "+s.Name] = rv
-	}
-	cms, err := kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: webapp.LabelManagedBy + "=" + webapp.ManagedBy})
+	got["Service "+svc.Name], _ = parseInt(svc.ResourceVersion)
+	cm, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, name+"-config", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range cms.Items {
-		rv, _ := parseInt(c.ResourceVersion)
-		got["ConfigMap "+c.Name] = rv
-	}
+	got["ConfigMap "+cm.Name], _ = parseInt(cm.ResourceVersion)
 	return got
 }
 

@@ -7,12 +7,13 @@ import (
 	"testing"
 
 	"github.com/handroll/handroll/test/controlplane"
+	"github.com/handroll/handroll/test/release"
 )
 
 var (
 	env *controlplane.ControlPlane
 	// previous is the previous release, checked out in a worktree.
-	previous *release
+	previous *release.Release
 )
 
 func TestMain(m *testing.M) {
@@ -29,19 +30,19 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	previous, err = checkOut(root, filepath.Join(root, "test", "upgrade", "previous-release"))
+	previous, err = release.CheckOut(root, filepath.Join(root, "test", "upgrade", "previous-release"))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "test/upgrade: %v\n", err)
 		return 1
 	}
 	defer func() {
-		if err := previous.remove(); err != nil {
+		if err := previous.Remove(); err != nil {
 			fmt.Fprintf(os.Stderr, "test/upgrade: %v\n", err)
 		}
 	}()
 	// The cluster starts as the previous release left it: its CRD.
 	return controlplane.RunTests(m, controlplane.Options{
 		Nodes:   2,
-		CRDDirs: []string{filepath.Join(previous.dir, "manifests", "crd")},
+		CRDDirs: []string{filepath.Join(previous.Dir, "manifests", "crd")},
 	}, &env)
 }

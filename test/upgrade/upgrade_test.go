@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/handroll/handroll/test/controlplane"
+	"github.com/handroll/handroll/test/release"
 )
 
 var (
@@ -62,8 +63,8 @@ func TestUpgradeRollsNoPods(t *testing.T) {
 	}
 	bins := t.TempDir()
 	oldBin, newBin := filepath.Join(bins, "handroll-previous"), filepath.Join(bins, "handroll-current")
-	build(t, previous.dir, oldBin)
-	build(t, root, newBin)
+	release.Build(t, previous.Dir, oldBin)
+	release.Build(t, root, newBin)
 	built := time.Since(began)
 
 	kube, hc := env.KubeClient(t), env.HandrollClient(t)
@@ -83,11 +84,11 @@ func TestUpgradeRollsNoPods(t *testing.T) {
 	start := func(bin string) *replica { return startReplica(t, bin, opNS, certDir, svc) }
 
 	// The cluster as the previous release leaves it.
-	readManifests(t, previous.dir).applyCRDs(ctx, t, ext, url, caBundle)
-	readManifests(t, previous.dir).applyWebhooks(ctx, t, kube, url, caBundle)
+	readManifests(t, previous.Dir).applyCRDs(ctx, t, ext, url, caBundle)
+	readManifests(t, previous.Dir).applyWebhooks(ctx, t, kube, url, caBundle)
 	old := start(oldBin)
 	names := createMeasured(ctx, t, kube, hc, ns)
-	written := createWritten(ctx, t, hc, writtenNS, 3)
+	written := release.CreateWritten(ctx, t, hc, writtenNS, image, 3)
 	waitConverged(ctx, t, hc, kube, ns, names)
 	waitConverged(ctx, t, hc, kube, writtenNS, written)
 	waitQuiet(ctx, t, dyn, ns)
@@ -103,11 +104,11 @@ func TestUpgradeRollsNoPods(t *testing.T) {
 
 	wctx, stopWriter := context.WithCancel(ctx)
 	defer stopWriter()
-	w := &writer{hc: hc, ns: writtenNS, names: written}
+	w := &release.Writer{Client: hc, NS: writtenNS, Names: written}
 	writing := make(chan struct{})
-	go func() { defer close(writing); w.run(wctx, 40*time.Millisecond) }()
+	go func() { defer close(writing); w.Run(wctx, 40*time.Millisecond) }()
 	time.Sleep(2 * time.Second)
-	if n, _, refused := w.figures(); n == 0 || len(refused) > 0 {
+	if n, _, refused := w.Figures(); n == 0 || len(refused) > 0 {
 		t.Fatalf("with the previous release alone, the writer's writes: %d accepted, refused: %v", n, refused)
 	}
 
@@ -115,7 +116,7 @@ func TestUpgradeRollsNoPods(t *testing.T) {
 	// new process, a standby of the same Lease, which joins the Service once
 	// ready; the old one leaves the Service and is stopped.
 	upgradeBegan := time.Now()
-	writesBefore, _, _ := w.figures()
+	writesBefore, _, _ := w.Figures()
 	current := readManifests(t, root)
 	current.applyCRDs(ctx, t, ext, url, caBundle)
 	current.applyWebhooks(ctx, t, kube, url, caBundle)
@@ -136,7 +137,7 @@ func TestUpgradeRollsNoPods(t *testing.T) {
 	}
 	firstReconcile := next.waitReconciled(ctx, t, keys)
 	reconciled := time.Now()
-	writesDuring, _, _ := w.figures()
+	writesDuring, _, _ := w.Figures()
 	writesDuring -= writesBefore
 	time.Sleep(settle)
 	stopWriter()
@@ -155,7 +156,7 @@ func TestUpgradeRollsNoPods(t *testing.T) {
 	}
 
 	// Refused writes: the webhooks must have been served throughout.
-	writes, conflicts, refused := w.figures()
+	writes, conflicts, refused := w.Figures()
 	excused := checkRefused(t, refused, writes, stopped, exited)
 	childWrites, statusOnly, webappStatusWrites := checkWrites(t, append(recs, directory), reconciled)
 	rolled := checkDeployments(t, recs[1])
@@ -174,7 +175,7 @@ func TestUpgradeRollsNoPods(t *testing.T) {
   WebApp status writes by the new process: %d of %d WebApps, conditions added: %v
   hand-over: the old process exited %s after SIGTERM; the new one reconciled first %s after that, every WebApp %s after it
   time: builds %s, replacement %s, whole test %s`,
-		previous.ref, previous.commit[:12],
+		previous.Ref, previous.Commit[:12],
 		len(names), len(podsBefore), ns, len(written), writtenNS,
 		writesDuring, writes, conflicts, len(refused), excused,
 		conns[old.addr], conns[next.addr], connRefused,
@@ -229,15 +230,15 @@ func checkWrites(t *testing.T, recs []*recorder, settledAt time.Time) (content, 
 // closed while the previous release stopped (from its SIGTERM until just
 // after it exited), which only the previous release's own code could have
 // avoided. It returns how many it excused.
-func checkRefused(t *testing.T, refused []refusal, writes int, stopped, exited time.Time) int {
+func checkRefused(t *testing.T, refused []release.Refusal, writes int, stopped, exited time.Time) int {
 	t.Helper()
 	var failed []string
 	excused := 0
 	for _, r := range refused {
-		if previous.allows(allowClosedOnStop) && r.closedConnection() &&
-			!r.at.Before(stopped) && r.at.Before(exited.Add(500*time.Millisecond)) {
+		if previous.Allows(release.AllowClosedOnStop) && r.ClosedConnection() &&
+			!r.At.Before(stopped) && r.At.Before(exited.Add(500*time.Millisecond)) {
 			excused++
-			t.Logf("refused while the previous release stopped, excused by previous-release (%s): %s", allowClosedOnStop, r)
+			t.Logf("refused while the previous release stopped, excused by previous-release (%s): %s", release.AllowClosedOnStop, r)
 			continue
 		}
 		failed = append(failed, r.String())

@@ -12,6 +12,7 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 
 	"github.com/handroll/handroll/test/controlplane"
+	"github.com/handroll/handroll/test/release"
 )
 
 // handOvers is how many times TestRestartRefusesNoWrite replaces one
@@ -38,7 +39,7 @@ func TestRestartRefusesNoWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(t.TempDir(), "handroll-current")
-	build(t, root, bin)
+	release.Build(t, root, bin)
 
 	kube, hc := env.KubeClient(t), env.HandrollClient(t)
 	ext := apiextensionsclient.NewForConfigOrDie(env.Config)
@@ -55,18 +56,18 @@ func TestRestartRefusesNoWrite(t *testing.T) {
 	current.applyWebhooks(ctx, t, kube, url, caBundle)
 
 	serving := startReplica(t, bin, opNS, certDir, svc)
-	var writers []*writer
+	var writers []*release.Writer
 	for i := range 3 {
 		ns := namespace(ctx, t, fmt.Sprintf("restart-%d", i))
-		w := &writer{hc: hc, ns: ns, names: createWritten(ctx, t, hc, ns, 2)}
-		waitConverged(ctx, t, hc, kube, ns, w.names)
+		w := &release.Writer{Client: hc, NS: ns, Names: release.CreateWritten(ctx, t, hc, ns, image, 2)}
+		waitConverged(ctx, t, hc, kube, ns, w.Names)
 		writers = append(writers, w)
 	}
 	wctx, stopWriters := context.WithCancel(ctx)
 	defer stopWriters()
 	done := make(chan struct{}, len(writers))
 	for _, w := range writers {
-		go func() { defer func() { done <- struct{}{} }(); w.run(wctx, 10*time.Millisecond) }()
+		go func() { defer func() { done <- struct{}{} }(); w.Run(wctx, 10*time.Millisecond) }()
 	}
 
 	var stops []string
@@ -92,7 +93,7 @@ func TestRestartRefusesNoWrite(t *testing.T) {
 	accepted, conflicts := 0, 0
 	var refused []string
 	for _, w := range writers {
-		n, c, r := w.figures()
+		n, c, r := w.Figures()
 		accepted, conflicts = accepted+n, conflicts+c
 		for _, x := range r {
 			refused = append(refused, x.String())

@@ -97,20 +97,3 @@ func createMeasured(ctx context.Context, t *testing.T, kube kubernetes.Interface
 	}
 	return append(names, alpha.Name)
 }
-
-// createWritten creates the WebApps the writer changes: no pods, so that
-// its writes cost the cluster little.
-func createWritten(ctx context.Context, t *testing.T, hc versioned.Interface, ns string, n int) (names []string) {
-	t.Helper()
-	for i := range n {
-		name := "written-" + string(rune('a'+i))
-		if _, err := hc.HandrollV1().WebApps(ns).Create(ctx, &handrollv1.WebApp{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec:       handrollv1.WebAppSpec{Image: image, Replicas: ptr.To[int32](0), Env: writeEnv("0")},
-		}, metav1.CreateOptions{}); err != nil {
-			t.Fatalf("creating WebApp %s: %v", name, err)
-		}
-		names = append(names, name)
-	}
-	return names
-}

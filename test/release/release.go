@@ -1,4 +1,8 @@
-package upgrade
+// Package release checks out a previous release of handroll and builds it,
+// for the tests that upgrade from it (test/upgrade, and test/real's Helm
+// upgrade), and holds the writer both keep writing WebApps with while they
+// do: an upgrade must refuse none of its writes.
+package release
 
 import (
 	"bufio"
@@ -14,22 +18,24 @@ import (
 	"testing"
 )
 
-// release is a revision of handroll checked out in a git worktree of its own.
-type release struct {
-	ref, commit string
-	root, dir   string // the repository, and the worktree in it
+// Release is a revision of handroll checked out in a git worktree of its own.
+type Release struct {
+	Ref, Commit string
+	Dir         string // the worktree
+	root        string // the repository
 	allowances  map[string]bool
 }
 
-// allowClosedOnStop is the allowance for a previous release whose webhook
+// AllowClosedOnStop is the allowance for a previous release whose webhook
 // server closes its idle keep-alive connections the moment it stops: a
 // call the API server sends on one just then fails with EOF, and the
 // write is refused. No later release can change how an earlier one stops.
-const allowClosedOnStop = "webhook-connections-closed-on-stop"
+const AllowClosedOnStop = "webhook-connections-closed-on-stop"
 
-var knownAllowances = map[string]bool{allowClosedOnStop: true}
+var knownAllowances = map[string]bool{AllowClosedOnStop: true}
 
-func (r *release) allows(name string) bool { return r.allowances[name] }
+// Allows tells whether the file naming r excuses the known defect name.
+func (r *Release) Allows(name string) bool { return r.allowances[name] }
 
 // readRevision returns the first line of file that is neither blank nor a
 // # comment, a tag or a commit, and the allowances the lines after it name
@@ -61,10 +67,10 @@ func readRevision(file string) (string, map[string]bool, error) {
 	return rev, allowances, nil
 }
 
-// checkOut adds a detached worktree of the revision file names. A clone
+// CheckOut adds a detached worktree of the revision file names. A clone
 // without it (a shallow one, say) is an error that says so: the test must
 // not pass without having upgraded from anything.
-func checkOut(root, file string) (*release, error) {
+func CheckOut(root, file string) (*Release, error) {
 	ref, allowances, err := readRevision(file)
 	if err != nil {
 		return nil, err
@@ -88,7 +94,7 @@ func checkOut(root, file string) (*release, error) {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	return &release{ref: ref, commit: commit, root: root, dir: dir, allowances: allowances}, nil
+	return &Release{Ref: ref, Commit: commit, root: root, Dir: dir, allowances: allowances}, nil
 }
 
 const worktreePrefix = "handroll-previous-release-"
@@ -109,20 +115,20 @@ func removeLeftWorktrees(root string) {
 	_, _ = git(root, "worktree", "prune")
 }
 
-// remove removes the worktree and git's record of it.
-func (r *release) remove() error {
-	_, err := git(r.root, "worktree", "remove", "--force", r.dir)
-	return errors.Join(err, os.RemoveAll(r.dir))
+// Remove removes the worktree and git's record of it.
+func (r *Release) Remove() error {
+	_, err := git(r.root, "worktree", "remove", "--force", r.Dir)
+	return errors.Join(err, os.RemoveAll(r.Dir))
 }
 
-// build builds cmd/handroll of the tree at dir into out as that tree's
+// Build builds cmd/handroll of the tree at dir into out as that tree's
 // `make build` does: static, -trimpath, and the -ldflags its Makefile
 // computes (the version stamps), asked of that Makefile. The Go build and
 // module caches are the user's, so a release that shares most packages
 // with the tree is mostly cache hits.
-func build(t *testing.T, dir, out string) {
+func Build(t testing.TB, dir, out string) {
 	t.Helper()
-	ldflags, err := makeVariable(dir, "LDFLAGS")
+	ldflags, err := MakeVariable(dir, "LDFLAGS")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,24 +141,33 @@ func build(t *testing.T, dir, out string) {
 	t.Logf("built %s from %s with -ldflags %q", filepath.Base(out), dir, ldflags)
 }
 
-// makeVariable prints a variable of the Makefile in dir. The calling
+// MakeVariable prints a variable of the Makefile in dir. The calling
 // make's MAKEFLAGS are dropped, so that a variable set on its command line
 // does not leak into another tree's.
-func makeVariable(dir, name string) (string, error) {
+func MakeVariable(dir, name string) (string, error) {
 	cmd := exec.Command("make", "-s", "--no-print-directory", "-C", dir,
 		"--eval", fmt.Sprintf("upgrade-test-print: ; @echo $(%s)", name), "upgrade-test-print")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "MAKEFLAGS=") && !strings.HasPrefix(kv, "MFLAGS=") && !strings.HasPrefix(kv, "MAKELEVEL=") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
+	cmd.Env = WithoutMakeFlags(os.Environ())
 	out, err := cmd.Output()
 	if err != nil {
 		return "", fmt.Errorf("reading %s from %s/Makefile: %w\n%s", name, dir, err, stderr.Bytes())
 	}
 	return strings.TrimSpace(string(out)), nil
+}
+
+// WithoutMakeFlags is env without the calling make's MAKEFLAGS, MFLAGS
+// and MAKELEVEL, for a make run in another tree: a variable set on the
+// calling make's command line must not leak into it.
+func WithoutMakeFlags(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "MAKEFLAGS=") && !strings.HasPrefix(kv, "MFLAGS=") && !strings.HasPrefix(kv, "MAKELEVEL=") {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 func git(dir string, args ...string) (string, error) {
