@@ -168,6 +168,12 @@ var pieces = []piece{
 		handroll: []string{"pkg/shard/"},
 		twinNote: "none",
 	},
+	{
+		name:     "Uninstall: `handroll uninstall`, the Helm chart's pre-delete hook (not in the Manager: kubebuilder leaves it to `make undeploy`)",
+		kind:     handrollOnly,
+		handroll: []string{"cmd/handroll/uninstall.go"},
+		twinNote: "none",
+	},
 }
 
 // handrollRoots are the directories searched for handroll's hand-written
