@@ -271,6 +271,8 @@ func withoutKind(objs objects, kind string) objects {
 
 // checkPresent checks that each rendered object is in the cluster (want)
 // or gone (!want), found through discovery by its apiVersion and kind.
+// Hooks are not: helm makes them only when it runs them (the uninstall
+// hook, on helm uninstall).
 func checkPresent(t *testing.T, kube kubernetes.Interface, dyn dynamic.Interface, objs objects, want bool) {
 	t.Helper()
 	resources := map[string]string{} // "apiVersion Kind" -> resource
@@ -287,6 +289,9 @@ func checkPresent(t *testing.T, kube kubernetes.Interface, dyn dynamic.Interface
 	}
 	for _, k := range objs.keys() {
 		o := objs[k]
+		if dig(o, "metadata", "annotations", "helm.sh/hook") != nil {
+			continue
+		}
 		apiVersion, kind := o["apiVersion"].(string), o["kind"].(string)
 		res, ok := resources[apiVersion+" "+kind]
 		if !ok {
