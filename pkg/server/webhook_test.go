@@ -66,9 +66,11 @@ func decodeResponse(t *testing.T, body string) *admissionv1.AdmissionReview {
 	return &ar
 }
 
-// TestWebhookServerOverTLS drives the whole path: TLS from a CertWatcher,
-// the mux's routing and guards, ServeAdmission, and the UID echo.
-func TestWebhookServerOverTLS(t *testing.T) {
+// startAdmissionServer serves ServeAdmission(allowNamed) at /validate over
+// TLS, with a certificate from files through a CertWatcher; it returns the
+// server and a pool that trusts its certificate.
+func startAdmissionServer(t *testing.T) (*Server, *x509.CertPool) {
+	t.Helper()
 	dir := t.TempDir()
 	pair := newTestPair(t, "webhook", time.Now().Add(time.Hour))
 	writePair(t, dir, DefaultCertName, DefaultKeyName, pair.certPEM, pair.keyPEM)
@@ -77,11 +79,18 @@ func TestWebhookServerOverTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := startWebhookServer(t, cw, "/validate", ServeAdmission(allowNamed))
+	pool := x509.NewCertPool()
+	pool.AddCert(pair.cert)
+	return s, pool
+}
+
+// TestWebhookServerOverTLS drives the whole path: TLS from a CertWatcher,
+// the mux's routing and guards, ServeAdmission, and the UID echo.
+func TestWebhookServerOverTLS(t *testing.T) {
+	s, pool := startAdmissionServer(t)
 	if got := s.Webhooks().Paths(); len(got) != 1 || got[0] != "/validate" {
 		t.Errorf("Paths() = %v", got)
 	}
-	pool := x509.NewCertPool()
-	pool.AddCert(pair.cert)
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
 	}}
@@ -237,16 +246,7 @@ func TestWebhookMuxHandleMisuse(t *testing.T) {
 // replica will not answer (test/upgrade TestRestartRefusesNoWrite shows the
 // stop), and still answers HTTP/1.1 clients.
 func TestWebhookServerSpeaksHTTP2(t *testing.T) {
-	dir := t.TempDir()
-	pair := newTestPair(t, "webhook", time.Now().Add(time.Hour))
-	writePair(t, dir, DefaultCertName, DefaultKeyName, pair.certPEM, pair.keyPEM)
-	cw, err := NewCertWatcher(dir, CertWatcherOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := startWebhookServer(t, cw, "/validate", ServeAdmission(allowNamed))
-	pool := x509.NewCertPool()
-	pool.AddCert(pair.cert)
+	s, pool := startAdmissionServer(t)
 	for _, tc := range []struct {
 		name      string
 		transport *http.Transport

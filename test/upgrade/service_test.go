@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/handroll/handroll/test/controlplane"
 )
 
 // service stands for the webhook Service of a rolling Deployment, on
@@ -23,6 +25,22 @@ type service struct {
 	next      int
 	accepted  map[string]int // connections per endpoint
 	refused   int            // connections with no endpoint, or one that did not answer
+}
+
+// newWebhookEndpoint is the webhooks as the API server reaches them: the
+// certificate every process serves, written into certDir as cert-manager
+// mounts it, with its CA (caBundle, as cert-manager's cainjector writes it
+// into the configurations), and the Service in front of the processes, at
+// url.
+func newWebhookEndpoint(t *testing.T) (certDir string, caBundle []byte, svc *service, url string) {
+	t.Helper()
+	certDir = t.TempDir()
+	caBundle, err := controlplane.WriteServingCertificate(certDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc = newService(t)
+	return certDir, caBundle, svc, "https://" + svc.Addr()
 }
 
 func newService(t *testing.T) *service {

@@ -72,15 +72,7 @@ func TestUpgradeRollsNoPods(t *testing.T) {
 	ext := apiextensionsclient.NewForConfigOrDie(env.Config)
 	opNS, ns, writtenNS := namespace(ctx, t, "handroll-system"), namespace(ctx, t, "measured"), namespace(ctx, t, "written")
 
-	// The webhooks' certificate, as cert-manager mounts it, and the
-	// Service in front of the processes.
-	certDir := t.TempDir()
-	caBundle, err := controlplane.WriteServingCertificate(certDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc := newService(t)
-	url := "https://" + svc.Addr()
+	certDir, caBundle, svc, url := newWebhookEndpoint(t)
 	start := func(bin string) *replica { return startReplica(t, bin, opNS, certDir, svc) }
 
 	// The cluster as the previous release leaves it.

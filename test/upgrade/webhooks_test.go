@@ -44,13 +44,7 @@ func TestRestartRefusesNoWrite(t *testing.T) {
 	kube, hc := env.KubeClient(t), env.HandrollClient(t)
 	ext := apiextensionsclient.NewForConfigOrDie(env.Config)
 	opNS := namespace(ctx, t, "handroll-system")
-	certDir := t.TempDir()
-	caBundle, err := controlplane.WriteServingCertificate(certDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc := newService(t)
-	url := "https://" + svc.Addr()
+	certDir, caBundle, svc, url := newWebhookEndpoint(t)
 	current := readManifests(t, root)
 	current.applyCRDs(ctx, t, ext, url, caBundle)
 	current.applyWebhooks(ctx, t, kube, url, caBundle)
