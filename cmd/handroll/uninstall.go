@@ -121,52 +121,66 @@ func uninstall(ctx context.Context, o uninstallOptions, out io.Writer) error {
 	return deleteRuntimeObjects(ctx, kube, o, out)
 }
 
-// deleteAllWebApps deletes every WebApp and waits until none is left. It
-// removes handroll's legacy finalizer itself, so that it works with no
-// operator running too.
+// deleteAllWebApps deletes every WebApp and waits until none is left. A
+// WebApp that appears meanwhile (a GitOps tool putting it back) is deleted
+// too; handroll's legacy finalizer is removed here, so that this works with
+// no operator running as well.
 func deleteAllWebApps(ctx context.Context, hc versioned.Interface, timeout time.Duration, out io.Writer) error {
-	list, err := hc.HandrollV1().WebApps(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	left, err := sweepWebApps(ctx, hc)
 	if err != nil {
-		return fmt.Errorf("listing the WebApps: %w", err)
+		return err
 	}
-	for _, w := range list.Items {
-		err := hc.HandrollV1().WebApps(w.Namespace).Delete(ctx, w.Name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
-		if err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("deleting WebApp %s/%s: %w", w.Namespace, w.Name, err)
-		}
+	fmt.Fprintf(out, "uninstall: deleting %d WebApp(s)\n", len(left))
+	var lastErr error
+	if len(left) > 0 {
+		err = wait.PollUntilContextTimeout(ctx, time.Second, timeout, false, func(ctx context.Context) (bool, error) {
+			left, lastErr = sweepWebApps(ctx, hc)
+			return lastErr == nil && len(left) == 0, nil // an error is retried until the timeout
+		})
 	}
-	fmt.Fprintf(out, "uninstall: deleting %d WebApp(s)\n", len(list.Items))
-
-	var left []string
-	err = wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
-		list, err := hc.HandrollV1().WebApps(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, nil //nolint:nilerr // a transient error: the next poll asks again
-		}
-		left = left[:0]
-		for i := range list.Items {
-			w := &list.Items[i]
-			if patch := webapp.LegacyFinalizerPatch(w); patch != nil {
-				_, err := hc.HandrollV1().WebApps(w.Namespace).Patch(ctx, w.Name, types.JSONPatchType, patch, metav1.PatchOptions{})
-				if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsInvalid(err) {
-					return false, fmt.Errorf("removing %s from WebApp %s/%s: %w", webapp.LegacyFinalizerDirectory, w.Namespace, w.Name, err)
-				}
-			}
-			others := slices.DeleteFunc(slices.Clone(w.Finalizers), func(f string) bool { return f == webapp.LegacyFinalizerDirectory })
-			held := "not yet deleted"
-			if len(others) > 0 {
-				held = "held by the finalizer(s) " + strings.Join(others, ", ") + " of another controller"
-			}
-			left = append(left, fmt.Sprintf("%s/%s (%s)", w.Namespace, w.Name, held))
-		}
-		return len(left) == 0, nil
-	})
 	if err != nil {
-		return fmt.Errorf("%d WebApp(s) still there after %s; handroll removes only its own finalizer, so finish or remove the others' first:\n  %s",
+		msg := fmt.Sprintf("%d WebApp(s) still there after %s; handroll removes only its own finalizer, so finish or remove the others' first:\n  %s",
 			len(left), timeout, strings.Join(left, "\n  "))
+		if lastErr != nil {
+			msg += "\nthe last attempt failed: " + lastErr.Error()
+		}
+		return errors.New(msg)
 	}
 	fmt.Fprintln(out, "uninstall: every WebApp is gone")
 	return nil
+}
+
+// sweepWebApps makes one pass over the WebApps: it deletes those not yet
+// being deleted and removes handroll's legacy finalizer, never another's.
+// It returns those still there, each with what holds it.
+func sweepWebApps(ctx context.Context, hc versioned.Interface) (left []string, err error) {
+	list, err := hc.HandrollV1().WebApps(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing the WebApps: %w", err)
+	}
+	for i := range list.Items {
+		w := &list.Items[i]
+		client := hc.HandrollV1().WebApps(w.Namespace)
+		state := "being deleted"
+		if w.DeletionTimestamp == nil {
+			err := client.Delete(ctx, w.Name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return nil, fmt.Errorf("deleting WebApp %s/%s: %w", w.Namespace, w.Name, err)
+			}
+		}
+		if patch := webapp.LegacyFinalizerPatch(w); patch != nil {
+			// Invalid: the finalizers changed since the list; the next pass reads them again.
+			_, err := client.Patch(ctx, w.Name, types.JSONPatchType, patch, metav1.PatchOptions{})
+			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsInvalid(err) {
+				return nil, fmt.Errorf("removing %s from WebApp %s/%s: %w", webapp.LegacyFinalizerDirectory, w.Namespace, w.Name, err)
+			}
+		}
+		if others := slices.DeleteFunc(slices.Clone(w.Finalizers), func(f string) bool { return f == webapp.LegacyFinalizerDirectory }); len(others) > 0 {
+			state = "held by the finalizer(s) " + strings.Join(others, ", ") + " of another controller"
+		}
+		left = append(left, fmt.Sprintf("%s/%s (%s)", w.Namespace, w.Name, state))
+	}
+	return left, nil
 }
 
 // scaleToZero scales the operator's Deployment to 0 and waits until its
