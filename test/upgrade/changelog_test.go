@@ -65,6 +65,7 @@ func childChange(t *testing.T, why string) func(format string, args ...any) {
 		return t.Errorf
 	}
 	return func(format string, args ...any) {
+		t.Helper()
 		t.Logf("allowed by CHANGELOG.md (Rolls pods: %s): "+format, append([]any{why}, args...)...)
 	}
 }

@@ -66,6 +66,11 @@ func TestUpgradeRollsNoPods(t *testing.T) {
 	release.Build(t, previous.Dir, oldBin)
 	release.Build(t, root, newBin)
 	built := time.Since(began)
+	// Whether this release may change existing WebApps' children.
+	why, err := rollsPods(root)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	kube, hc := env.KubeClient(t), env.HandrollClient(t)
 	dyn := dynamic.NewForConfigOrDie(env.Config)
@@ -131,6 +136,13 @@ func TestUpgradeRollsNoPods(t *testing.T) {
 	reconciled := time.Now()
 	writesDuring, _, _ := w.Figures()
 	writesDuring -= writesBefore
+	// A release that says why it rolls pods settles once the roll is over.
+	settled := reconciled
+	if why != "" {
+		waitConverged(ctx, t, hc, kube, ns, names)
+		waitQuiet(ctx, t, dyn, ns)
+		settled = time.Now()
+	}
 	time.Sleep(settle)
 	stopWriter()
 	<-writing
@@ -150,17 +162,13 @@ func TestUpgradeRollsNoPods(t *testing.T) {
 	// Refused writes: the webhooks must have been served throughout.
 	writes, conflicts, refused := w.Figures()
 	excused := checkRefused(t, refused, writes, stopped, exited)
-	why, err := rollsPods(root)
-	if err != nil {
-		t.Fatal(err)
-	}
 	changed := childChange(t, why)
-	childWrites, statusOnly, webappStatusWrites := checkWrites(t, append(recs, directory), reconciled, changed)
+	childWrites, statusOnly, webappStatusWrites := checkWrites(t, append(recs, directory), settled, changed)
 	rolled := checkDeployments(recs[1], changed)
 	if after := uids(ctx, t, dyn, pods, ns); !equality.Semantic.DeepEqual(podsBefore, after) {
 		changed("pods replaced: before %v, after %v", podsBefore, after)
 	}
-	added := checkStatuses(t, recs[0], webappStatusWrites)
+	added := checkStatuses(t, recs[0], webappStatusWrites, changed)
 
 	conns, connRefused := svc.counts()
 	t.Logf(`upgrade from %s (%s) to this tree:
@@ -286,13 +294,14 @@ func checkDeployments(r *recorder, changed func(string, ...any)) int {
 
 // checkStatuses reports every WebApp whose status the upgrade did not keep,
 // or that the new process wrote more than once; it returns the condition
-// types the new process added.
-func checkStatuses(t *testing.T, r *recorder, statusWrites map[string]int) []string {
+// types the new process added. Status writes and conditions that a roll
+// of the WebApp's pods changes go to changed; the rest fails t.
+func checkStatuses(t *testing.T, r *recorder, statusWrites map[string]int, changed func(string, ...any)) []string {
 	t.Helper()
 	added := map[string]bool{}
 	for _, name := range r.names() {
 		if n := statusWrites[name]; n > 1 {
-			t.Errorf("WebApp %s: its status was written %d times; an upgrade may write it once", name, n)
+			changed("WebApp %s: its status was written %d times; an upgrade may write it once", name, n)
 		}
 		before, after := r.first[name], r.current(name)
 		if before.GetGeneration() != after.GetGeneration() {
@@ -313,7 +322,7 @@ func checkStatuses(t *testing.T, r *recorder, statusWrites map[string]int) []str
 				continue
 			}
 			if a.Status != b.Status || a.Reason != b.Reason || a.ObservedGeneration != b.ObservedGeneration || !a.LastTransitionTime.Equal(&b.LastTransitionTime) {
-				t.Errorf("WebApp %s: condition %s not kept: %s/%s (generation %d, since %s) → %s/%s (generation %d, since %s)", name, typ,
+				changed("WebApp %s: condition %s not kept: %s/%s (generation %d, since %s) → %s/%s (generation %d, since %s)", name, typ,
 					b.Status, b.Reason, b.ObservedGeneration, b.LastTransitionTime, a.Status, a.Reason, a.ObservedGeneration, a.LastTransitionTime)
 			}
 		}
