@@ -46,6 +46,8 @@ type Members struct {
 	// every WebApp (handroll without --shards): while it is held, its
 	// holder counts as a member that splits otherwise.
 	SingleLeader string
+	// StaleAfter overrides staleAfter's default (tests).
+	StaleAfter time.Duration
 
 	mu       sync.Mutex
 	observed map[string]observation
@@ -121,16 +123,22 @@ func (m *Members) Announce(ctx context.Context) error {
 	return err
 }
 
-// staleAfter is how long past its last renewal, by the Lease's own
-// renewTime, a member's Lease is deleted: a replica killed for good (a pod
-// replaced in a rollout) leaves one behind each time. Generous, because it
-// compares this replica's clock with the writer's; a live member's Lease
-// deleted by mistake is recreated at its next renewal.
-func (m *Members) staleAfter() time.Duration { return max(10*m.Duration, 5*time.Minute) }
+// staleAfter is how long this replica must see a member's Lease unchanged
+// before it deletes it: a replica killed for good (a pod replaced in a
+// rollout) leaves one behind each time. Judged by this replica's own
+// observations, never by the renewTime the writer's clock wrote, so a
+// member whose clock is off is neither dropped nor deleted while it
+// renews. A Lease first seen already abandoned waits the whole time.
+func (m *Members) staleAfter() time.Duration {
+	if m.StaleAfter > 0 {
+		return m.StaleAfter
+	}
+	return max(10*m.Duration, 5*time.Minute)
+}
 
 // Live lists the membership Leases and returns the identities of the live
 // members, sorted; this replica is among them once its Lease exists. It
-// deletes the Leases of members gone for longer than staleAfter.
+// deletes the Leases it has seen unchanged for longer than staleAfter.
 func (m *Members) Live(ctx context.Context) ([]string, error) {
 	live, _, err := m.live(ctx)
 	return live, err
@@ -163,15 +171,18 @@ func (m *Members) live(ctx context.Context) (live, otherSplit []string, err erro
 		if l.Spec.HolderIdentity == nil || l.Spec.RenewTime == nil {
 			continue
 		}
-		if now.Sub(l.Spec.RenewTime.Time) > m.staleAfter() {
-			// Only the version seen: a renewal since then keeps it.
-			rv := l.ResourceVersion
-			_ = m.Client.Leases(m.Namespace).Delete(ctx, l.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
-			continue
-		}
 		id := *l.Spec.HolderIdentity
 		seen[id] = true
-		if m.renewedWithin(id, l.Spec.RenewTime, now) {
+		fresh := m.renewedWithin(id, l.Spec.RenewTime, now)
+		if now.Sub(m.observed[id].at) > m.staleAfter() {
+			// Seen unchanged for that long. Only the version seen: a
+			// renewal since then keeps it.
+			rv := l.ResourceVersion
+			_ = m.Client.Leases(m.Namespace).Delete(ctx, l.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
+			delete(m.observed, id)
+			continue
+		}
+		if fresh {
 			live = append(live, id)
 			if l.Annotations[SplitAnnotation] != m.Split {
 				otherSplit = append(otherSplit, id)

@@ -89,9 +89,11 @@ func TestMembersJoinLeaveAndExpire(t *testing.T) {
 	}
 }
 
-// TestMembersDropTheLeasesOfReplicasLongGone: a membership Lease not renewed
-// for far longer than the duration (a replica replaced in a rollout) is
-// deleted by Live; a recent one is kept.
+// TestMembersDropTheLeasesOfReplicasLongGone: a membership Lease nobody
+// renews any more (a replica replaced in a rollout, its renewTime an hour
+// old) is deleted by Live once this replica has seen it unchanged for
+// StaleAfter, not at first sight, where the renewTime is the writer's
+// clock; a renewed one is kept.
 func TestMembersDropTheLeasesOfReplicasLongGone(t *testing.T) {
 	if env == nil {
 		t.Skip("needs the control plane")
@@ -99,31 +101,134 @@ func TestMembersDropTheLeasesOfReplicasLongGone(t *testing.T) {
 	ns := env.Namespace(t)
 	client := env.KubeClient(t)
 	ctx := context.Background()
+	leases := client.CoordinationV1().Leases(ns)
 	lease := func(name, holder string, renewed time.Time) {
 		t.Helper()
 		seconds := int32(3)
 		at := metav1.NewMicroTime(renewed)
-		if _, err := client.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{
+		if _, err := leases.Create(ctx, &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{shard.MemberLabel: "handroll-leader"}},
 			Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &seconds, RenewTime: &at},
 		}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	renew := func(name string) {
+		t.Helper()
+		l, err := leases.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := metav1.NewMicroTime(time.Now())
+		l.Spec.RenewTime = &at
+		if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	lease("handroll-leader-member-old", "old_1", time.Now().Add(-time.Hour))
 	lease("handroll-leader-member-recent", "recent_1", time.Now())
-	m := &shard.Members{Client: client.CoordinationV1(), Namespace: ns, Group: "handroll-leader", Identity: "me", Duration: 3 * time.Second}
+	const staleAfter = 2 * time.Second
+	m := &shard.Members{Client: client.CoordinationV1(), Namespace: ns, Group: "handroll-leader", Identity: "me",
+		Duration: time.Second, StaleAfter: staleAfter}
+	if _, err := m.Live(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leases.Get(ctx, "handroll-leader-member-old", metav1.GetOptions{}); err != nil {
+		t.Errorf("the old Lease was deleted at first sight (%v): its renewTime is the writer's clock", err)
+	}
+	for end := time.Now().Add(staleAfter + time.Second); time.Now().Before(end); time.Sleep(300 * time.Millisecond) {
+		renew("handroll-leader-member-recent")
+		if _, err := m.Live(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 	live, err := m.Live(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(live, []string{"recent_1"}) {
-		t.Errorf("live members %v, want the recent one alone", live)
+		t.Errorf("live members %v, want the renewed one alone", live)
 	}
-	if _, err := client.CoordinationV1().Leases(ns).Get(ctx, "handroll-leader-member-old", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("the Lease of a member gone an hour is still there (%v)", err)
+	if _, err := leases.Get(ctx, "handroll-leader-member-old", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the Lease seen unchanged for %s is still there (%v)", staleAfter, err)
 	}
-	if _, err := client.CoordinationV1().Leases(ns).Get(ctx, "handroll-leader-member-recent", metav1.GetOptions{}); err != nil {
-		t.Errorf("the recent member's Lease: %v", err)
+	if _, err := leases.Get(ctx, "handroll-leader-member-recent", metav1.GetOptions{}); err != nil {
+		t.Errorf("the renewed member's Lease: %v", err)
+	}
+}
+
+// TestMembersJudgeLivenessByRenewalsNotClocks: a member whose clock is ten
+// minutes behind the observer's renews its Lease every half second. It is
+// live, and its Lease is kept, for as long as it renews; once it stops, it
+// leaves the live members after Duration, and its Lease is deleted only
+// once the observer has seen it unchanged for StaleAfter.
+func TestMembersJudgeLivenessByRenewalsNotClocks(t *testing.T) {
+	if env == nil {
+		t.Skip("needs the control plane")
+	}
+	ns := env.Namespace(t)
+	client := env.KubeClient(t)
+	ctx := context.Background()
+	const skew = 10 * time.Minute
+	holder, seconds := "skewed_1", int32(2)
+	renewed := metav1.NewMicroTime(time.Now().Add(-skew))
+	leases := client.CoordinationV1().Leases(ns)
+	if _, err := leases.Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: "handroll-leader-member-skewed", Labels: map[string]string{shard.MemberLabel: "handroll-leader"}},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &seconds, RenewTime: &renewed},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const duration, staleAfter = 2 * time.Second, 4 * time.Second
+	m := &shard.Members{Client: client.CoordinationV1(), Namespace: ns, Group: "handroll-leader", Identity: "me",
+		Duration: duration, StaleAfter: staleAfter}
+
+	// Renewing, with its clock behind: live at every look.
+	for i := range 12 {
+		live, err := m.Live(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(live, []string{holder}) {
+			t.Fatalf("look %d, while the skewed member renews: live members %v, want [%s]", i, live, holder)
+		}
+		time.Sleep(500 * time.Millisecond)
+		l, err := leases.Get(ctx, "handroll-leader-member-skewed", metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("look %d: the renewing member's Lease: %v", i, err)
+		}
+		renewed = metav1.NewMicroTime(time.Now().Add(-skew))
+		l.Spec.RenewTime = &renewed
+		if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Stopped: gone from the live members after Duration, its Lease kept
+	// until it has been seen unchanged for StaleAfter.
+	stopped := time.Now()
+	for {
+		live, err := m.Live(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, getErr := leases.Get(ctx, "handroll-leader-member-skewed", metav1.GetOptions{})
+		since := time.Since(stopped)
+		switch {
+		case apierrors.IsNotFound(getErr) && since < staleAfter:
+			t.Fatalf("the stopped member's Lease was deleted %s after its last renewal; want no sooner than %s", since.Round(time.Millisecond), staleAfter)
+		case apierrors.IsNotFound(getErr):
+			if len(live) > 0 {
+				t.Errorf("with its Lease deleted, live members %v", live)
+			}
+			return
+		case getErr != nil:
+			t.Fatal(getErr)
+		case since > staleAfter+5*time.Second:
+			t.Fatalf("the stopped member's Lease is still there %s after its last renewal", since.Round(time.Millisecond))
+		case since > duration+time.Second && len(live) > 0:
+			t.Fatalf("%s after the skewed member stopped renewing, live members %v", since.Round(time.Millisecond), live)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
