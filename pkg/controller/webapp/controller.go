@@ -109,6 +109,11 @@ func NewController(r *Reconciler, inf Informers, opts controller.Options) (*cont
 		}
 		return reqs
 	}
+	if r.RefConfigMaps != nil {
+		if err := r.RefConfigMaps.WatchReferences(inf.WebApps); err != nil {
+			return nil, err
+		}
+	}
 	referenced := inf.ConfigMapMetadata
 	if referenced == nil {
 		referenced = inf.ConfigMaps

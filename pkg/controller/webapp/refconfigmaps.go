@@ -5,10 +5,14 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 )
 
 // MetadataGetter reads a metadata-only cache (pkg/cache.MetadataLister).
@@ -17,7 +21,7 @@ type MetadataGetter interface {
 }
 
 // RefConfigMaps holds the ConfigMaps that WebApps name in spec.configMapRef,
-// whole, and only those: the cache of every ConfigMap keeps metadata alone,
+// whole, and only those, for as long as one does (WatchReferences): the cache of every ConfigMap keeps metadata alone,
 // so a user's ConfigMap is read from the API server when its
 // resourceVersion in that cache is not the one held here. A rollout on its
 // change costs one GET, and memory follows what WebApps reference rather
@@ -58,6 +62,55 @@ func (c *RefConfigMaps) Get(ctx context.Context, namespace, name, rv string) (*c
 	c.held[key] = kept
 	c.mu.Unlock()
 	return kept, nil
+}
+
+// Held is how many ConfigMaps are held.
+func (c *RefConfigMaps) Held() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.held)
+}
+
+// WatchReferences forgets a held ConfigMap once no WebApp in webapps names
+// it any more: when the last one that did names another, or none, or is
+// deleted. webapps carry AddIndexers' index, which the informer updates
+// before it tells its handlers, so the index already says who else still
+// names it.
+func (c *RefConfigMaps) WatchReferences(webapps []cache.SharedIndexInformer) error {
+	forget := func(w *handrollv1.WebApp) {
+		if w == nil || w.Spec.ConfigMapRef == nil {
+			return
+		}
+		key := w.Namespace + "/" + w.Spec.ConfigMapRef.Name
+		for _, informer := range webapps {
+			if objs, err := informer.GetIndexer().ByIndex(IndexConfigMapRef, key); err != nil || len(objs) > 0 {
+				return // still named, or the index cannot say: keep it
+			}
+		}
+		c.Forget(w.Namespace, w.Spec.ConfigMapRef.Name)
+	}
+	handler := cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(oldObj, newObj any) {
+			o, _ := oldObj.(*handrollv1.WebApp)
+			n, _ := newObj.(*handrollv1.WebApp)
+			if o != nil && n != nil && !equality.Semantic.DeepEqual(o.Spec.ConfigMapRef, n.Spec.ConfigMapRef) {
+				forget(o)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tombstone.Obj
+			}
+			w, _ := obj.(*handrollv1.WebApp)
+			forget(w)
+		},
+	}
+	for _, informer := range webapps {
+		if _, err := informer.AddEventHandler(handler); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Forget drops namespace/name, once it is deleted.
