@@ -86,7 +86,7 @@ func TestRefConfigMapsForgetsWhatNoWebAppNames(t *testing.T) {
 	}
 	// NewClientset's field-managed tracker needs an OpenAPI schema that the
 	// generated fake does not carry for WebApps.
-	hc := handrollfake.NewSimpleClientset(withRef("one", "shared"), withRef("two", "shared"), withRef("three", "own")) //nolint:staticcheck // see above
+	hc := handrollfake.NewSimpleClientset(withRef("one", "shared"), withRef("two", "shared"), withRef("three", "own"))
 	kube := fake.NewClientset(
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "shared", ResourceVersion: "1"}},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "own", ResourceVersion: "1"}},
