@@ -332,6 +332,7 @@ func (c *Controller) Start(ctx context.Context, synced ...cache.InformerSynced) 
 	}()
 	timer := time.NewTimer(c.shutdownTimeout)
 	defer timer.Stop()
+	defer c.queueStopped()
 	select {
 	case <-finished:
 		logger.Info("All workers finished")
@@ -339,6 +340,18 @@ func (c *Controller) Start(ctx context.Context, synced ...cache.InformerSynced) 
 	case <-timer.C:
 		cancelWork()
 		return fmt.Errorf("controller %q: reconciles still running after the shutdown timeout of %s", c.name, c.shutdownTimeout)
+	}
+}
+
+// queueStopped zeroes the stopped queue's gauges in whichever provider it
+// reported to (workqueueMetrics.stopped says why).
+func (c *Controller) queueStopped() {
+	m, _ := c.queueMetrics.(*workqueueMetrics)
+	if m == nil {
+		m = globalWorkqueueMetrics.Load()
+	}
+	if m != nil {
+		m.stopped(c.name)
 	}
 }
 

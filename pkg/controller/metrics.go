@@ -3,6 +3,7 @@ package controller
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -234,7 +235,23 @@ func (m *workqueueMetrics) NewRetriesMetric(name string) workqueue.CounterMetric
 	return m.retries.WithLabelValues(name, name)
 }
 
-var registerWorkqueueMetricsOnce sync.Once
+// stopped zeroes the gauges of queue name once its controller has stopped:
+// client-go leaves them as they last were, keys left in the queue included,
+// and controller-runtime's standard alerts on a backed-up or stuck queue
+// would fire for ever on a replica that no longer runs it (a shard range
+// handed over). Zero, not deleted, so that a dashboard sees the queue empty.
+func (m *workqueueMetrics) stopped(name string) {
+	m.depth.WithLabelValues(name, name, "").Set(0)
+	m.unfinished.WithLabelValues(name, name).Set(0)
+	m.longestRunningProcessor.WithLabelValues(name, name).Set(0)
+}
+
+var (
+	registerWorkqueueMetricsOnce sync.Once
+	// globalWorkqueueMetrics is client-go's process-wide provider, once
+	// RegisterWorkqueueMetrics has set it.
+	globalWorkqueueMetrics atomic.Pointer[workqueueMetrics]
+)
 
 // RegisterWorkqueueMetrics registers the workqueue metrics with reg and makes
 // them client-go's process-global workqueue metrics provider, as
@@ -253,5 +270,6 @@ func RegisterWorkqueueMetrics(reg prometheus.Registerer) {
 			panic(err)
 		}
 		workqueue.SetProvider(m)
+		globalWorkqueueMetrics.Store(m)
 	})
 }

@@ -249,3 +249,42 @@ func TestRegisterWorkqueueMetrics(t *testing.T) {
 		t.Errorf("New with the global provider's registry: %v", err)
 	}
 }
+
+// TestStoppedControllerQueueMetricsReadZero: keys still queued when a
+// controller stops (a range handed over) leave no depth behind, and its
+// in-flight gauges read zero: on a replica that no longer runs it, the
+// standard alerts on a backed-up or stuck queue must not fire for ever.
+func TestStoppedControllerQueueMetricsReadZero(t *testing.T) {
+	started, release := make(chan struct{}), make(chan struct{})
+	r := newRecorder(func(_ context.Context, req Request, _ int) (Result, error) {
+		if req == reqA {
+			close(started)
+			<-release
+		}
+		return Result{}, nil
+	})
+	h := newHarness(t, Options{Name: "webapp-0-of-3", MaxConcurrentReconciles: 1}, r)
+	h.enqueue(reqA)
+	h.start(t)
+	<-started
+	// b and c wait behind a, and are left in the queue by the stop.
+	h.enqueue(reqB)
+	h.enqueue(reqC)
+	labels := map[string]string{"name": "webapp-0-of-3", "controller": "webapp-0-of-3"}
+	if v := metricValue(t, h.reg, "workqueue_depth", map[string]string{"name": "webapp-0-of-3", "controller": "webapp-0-of-3", "priority": ""}); v != 2 {
+		t.Fatalf("workqueue_depth while a runs = %v, want 2", v)
+	}
+	h.cancel()
+	close(release)
+	if err := h.stop(t); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if v := metricValue(t, h.reg, "workqueue_depth", map[string]string{"name": "webapp-0-of-3", "controller": "webapp-0-of-3", "priority": ""}); v != 0 {
+		t.Errorf("workqueue_depth of the stopped controller = %v, want 0", v)
+	}
+	for _, name := range []string{"workqueue_unfinished_work_seconds", "workqueue_longest_running_processor_seconds"} {
+		if v := metricValue(t, h.reg, name, labels); v != 0 {
+			t.Errorf("%s of the stopped controller = %v, want 0", name, v)
+		}
+	}
+}
