@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
@@ -38,6 +40,29 @@ func validateShards(o options) error {
 		return fmt.Errorf("--shards=%d: must be between 0 (one leader) and %d", o.shards, maxShards)
 	case o.shards > 0 && !o.leader.Enabled:
 		return fmt.Errorf("--shards=%d needs --leader-elect: each range is fenced by a Lease", o.shards)
+	}
+	return nil
+}
+
+// validateLeaseNames refuses a --leader-elect-resource-name that the shard
+// membership cannot carry. It is the label value that marks the membership
+// Leases, which a single leader lists too before it reconciles: a longer
+// one would leave a leader holding its Lease and reconciling nothing. It
+// is also the prefix of the range and membership Lease names.
+func validateLeaseNames(o options) error {
+	if !o.leader.Enabled {
+		return nil
+	}
+	name := o.leader.LeaseName
+	if msgs := validation.IsValidLabelValue(name); len(msgs) > 0 {
+		return fmt.Errorf("--%s=%q: at most 63 characters, of a label value: it marks the shard membership Leases, which a single leader lists too (%s)",
+			leader.FlagResourceName, name, strings.Join(msgs, "; "))
+	}
+	n := max(o.shards, 1)
+	for _, derived := range []string{shard.MemberLease(name, "any"), shard.RangeLease(name, shard.Range{Index: n - 1, Count: n})} {
+		if msgs := validation.IsDNS1123Subdomain(derived); len(msgs) > 0 {
+			return fmt.Errorf("--%s=%q: the Lease name %q made from it is not valid: %s", leader.FlagResourceName, name, derived, strings.Join(msgs, "; "))
+		}
 	}
 	return nil
 }
@@ -348,7 +373,9 @@ func inRange(r shard.Range) controller.Predicate {
 // are live: they reconcile under range Leases that this one's Lease does
 // not exclude. A membership Lease seen for the first time counts as live
 // for a lease duration, so Leases left by killed replicas cost that wait.
-func waitForNoShards(ctx context.Context, kube kubernetes.Interface, o options) {
+// It returns an error only for one that no retry mends (RBAC without list
+// on leases): the leader then gives its Lease up and the exit says why.
+func waitForNoShards(ctx context.Context, kube kubernetes.Interface, o options) error {
 	m := &shard.Members{Client: kube.CoordinationV1(), Namespace: o.leader.LeaseNamespace,
 		Group: o.leader.LeaseName, Duration: o.leader.LeaseDuration, Split: "0"}
 	logged := false
@@ -356,18 +383,23 @@ func waitForNoShards(ctx context.Context, kube kubernetes.Interface, o options) 
 		others, err := m.OtherSplits(ctx)
 		switch {
 		case err != nil && ctx.Err() != nil:
-			return
+			return nil
+		case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
+			// No retry mends these: lead nothing rather than hold the Lease
+			// reconciling nothing, so that the exit says why.
+			return fmt.Errorf("reading the shard membership Leases in %s before reconciling (the operator's Role needs list on leases: re-apply the RBAC of this version): %w",
+				o.leader.LeaseNamespace, err)
 		case err != nil:
 			klog.ErrorS(err, "Reading the shard members before reconciling")
 		case len(others) == 0:
-			return
+			return nil
 		case !logged:
 			klog.ErrorS(nil, "Replicas with --shards are live; reconciling nothing until they are gone", "members", others)
 			logged = true
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-time.After(o.leader.RetryPeriod):
 		}
 	}

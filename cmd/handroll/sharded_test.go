@@ -1,8 +1,17 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/handroll/handroll/pkg/leader"
 )
@@ -29,6 +38,66 @@ func TestValidateShards(t *testing.T) {
 			t.Errorf("--shards=%d, --leader-elect=%v: %v", tc.shards, tc.elect, err)
 		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
 			t.Errorf("--shards=%d, --leader-elect=%v: error %v, want one containing %q", tc.shards, tc.elect, err, tc.wantErr)
+		}
+	}
+}
+
+// TestValidateLeaseNames: a --leader-elect-resource-name that is a valid
+// Lease name but cannot be the label value that marks the membership
+// Leases (which the single leader lists too) is refused at start, naming
+// the flag, instead of leaving a leader that reconciles nothing.
+func TestValidateLeaseNames(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		shards  int
+		elect   bool
+		wantErr string
+	}{
+		{"handroll-leader", 0, true, ""},
+		{strings.Repeat("a", 63), 1024, true, ""},
+		{strings.Repeat("a", 64), 0, true, "--leader-elect-resource-name"},
+		{strings.Repeat("a", 64), 12, true, "at most 63 characters"},
+		{"team.handroll-leader", 0, true, ""},
+		// Not used for membership without leader election.
+		{strings.Repeat("a", 64), 0, false, ""},
+	} {
+		o := options{shards: tc.shards, leader: leader.DefaultOptions()}
+		o.leader.Enabled, o.leader.LeaseName = tc.elect, tc.name
+		err := validateLeaseNames(o)
+		switch {
+		case tc.wantErr == "" && err != nil:
+			t.Errorf("%q, --shards=%d: %v", tc.name, tc.shards, err)
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("%q, --shards=%d: error %v, want one containing %q", tc.name, tc.shards, err, tc.wantErr)
+		}
+	}
+}
+
+// TestWaitForNoShardsGivesUpOnAPermanentError: a leader whose Role may not
+// list Leases (an image bump without the RBAC) says why and gives up,
+// rather than hold its Lease reconciling nothing; a transient error is
+// retried.
+func TestWaitForNoShardsGivesUpOnAPermanentError(t *testing.T) {
+	o := options{leader: leader.DefaultOptions()}
+	o.leader.LeaseNamespace, o.leader.RetryPeriod = "handroll-system", 10*time.Millisecond
+	for _, tc := range []struct {
+		name    string
+		err     error
+		wantErr string // "": retried until the context ends
+	}{
+		{"forbidden", apierrors.NewForbidden(coordinationv1.Resource("leases"), "", errors.New("RBAC: no list")), "list on leases"},
+		{"unavailable", apierrors.NewServiceUnavailable("etcd is restarting"), ""},
+	} {
+		kube := fake.NewClientset()
+		kube.PrependReactor("list", "leases", func(clienttesting.Action) (bool, runtime.Object, error) { return true, nil, tc.err })
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		err := waitForNoShards(ctx, kube, o)
+		cancel()
+		switch {
+		case tc.wantErr == "" && err != nil:
+			t.Errorf("%s: %v; want it retried until the stop", tc.name, err)
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("%s: %v; want an error that says %q", tc.name, err, tc.wantErr)
 		}
 	}
 }

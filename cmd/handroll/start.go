@@ -99,7 +99,7 @@ func start(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("step 6, leader election: %w", err)
 	}
-	if err := validateShards(o); err != nil {
+	if err := errors.Join(validateShards(o), validateLeaseNames(o)); err != nil {
 		return fmt.Errorf("step 6, leader election: %w", err)
 	}
 	health := &server.Health{}
@@ -256,7 +256,9 @@ func start(ctx context.Context, o options) error {
 		election <- elector.Run(runCtx, func(leaderCtx context.Context) error {
 			klog.InfoS("Leading; starting the controllers", "identity", elector.Identity(), "warmStandby", warm)
 			if o.leader.Enabled {
-				waitForNoShards(leaderCtx, kubeClient, o)
+				if err := waitForNoShards(leaderCtx, kubeClient, o); err != nil {
+					return err
+				}
 				if isClosed(leaderCtx.Done()) {
 					return nil // stopped while it waited
 				}

@@ -60,8 +60,11 @@ type observation struct {
 
 // leaseName is the membership Lease of identity. The identity itself is
 // the holder: it need not be a valid object name (hostname_uuid is not).
-func (m *Members) leaseName(identity string) string {
-	return fmt.Sprintf("%s-member-%016x", m.Group, Hash(identity))
+func (m *Members) leaseName(identity string) string { return MemberLease(m.Group, identity) }
+
+// MemberLease is the membership Lease of identity in group.
+func MemberLease(group, identity string) string {
+	return fmt.Sprintf("%s-member-%016x", group, Hash(identity))
 }
 
 // Run renews this replica's Lease until ctx ends, then deletes it, so that
