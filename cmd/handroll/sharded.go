@@ -91,8 +91,9 @@ func startSharded(ctx context.Context, o options, d shardedDeps) error {
 	// Step 8 — cache, per range. The API server narrows each range's
 	// caches when it applies the shardSelector, or with --namespaces, where
 	// a range's namespaces are known. Otherwise every replica caches every
-	// range once, and each range's controller keeps to its range on the
-	// client: the same correctness, no memory saved.
+	// range once. Either way each range's controller keeps to its range on
+	// the client too (step 9): the server's filtering saves memory, never
+	// decides correctness.
 	var shared *sharedCaches
 	if len(o.namespaces) == 0 {
 		probeCtx, cancelProbe := context.WithTimeout(ctx, 30*time.Second)
@@ -146,6 +147,11 @@ func startSharded(ctx context.Context, o options, d shardedDeps) error {
 			Registerer:              d.registry,
 			ShutdownTimeout:         drain,
 			Journal:                 journal,
+			// Whatever the caches hold: the API server that applied the
+			// range's shardSelector at the start may not at the next list
+			// or watch (one restarted without the gate), and then every
+			// range's cache holds every WebApp.
+			Predicates: []controller.Predicate{inRange(r)},
 		}
 		dopts := controller.Options{
 			Name:            fmt.Sprintf("%s-%d-of-%d", webapp.DirectoryControllerName, r.Index, r.Count),
@@ -168,7 +174,6 @@ func startSharded(ctx context.Context, o options, d shardedDeps) error {
 			}, inf, dopts)
 		}
 		if shared != nil {
-			copts.Predicates = []controller.Predicate{inRange(r)}
 			c, err := webapp.NewController(shared.reconciler, shared.informers, copts)
 			if err != nil {
 				return err

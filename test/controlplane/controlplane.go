@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -385,6 +386,21 @@ func (cp *ControlPlane) StartComponent(ctx context.Context, name string) error {
 		return err
 	}
 	return cp.waitStarted(ctx, np, began)
+}
+
+// EditComponentArgs changes the flags a stopped component starts with at
+// its next StartComponent, as an operator restarting a server with another
+// configuration does (say, an API server without a feature gate).
+func (cp *ControlPlane) EditComponentArgs(name string, edit func([]string) []string) error {
+	p, _, err := cp.component(name)
+	if err != nil {
+		return err
+	}
+	if p.Running() {
+		return fmt.Errorf("%s is running: stop it first", name)
+	}
+	p.args = edit(slices.Clone(p.args))
+	return nil
 }
 
 func (cp *ControlPlane) component(name string) (*Process, int, error) {

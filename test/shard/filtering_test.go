@@ -1,0 +1,150 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
+	"github.com/handroll/handroll/pkg/controller/webapp"
+	"github.com/handroll/handroll/pkg/shard"
+	"github.com/handroll/handroll/test/controlplane"
+	"github.com/handroll/handroll/test/operator"
+)
+
+// TestRangesKeepToThemselvesWhenTheServerStopsFiltering: a replica starts
+// on an API server that applies shardSelector, so it caches each range
+// apart and trusts the server to narrow them; then the API server is
+// restarted without the feature gate (an HA control plane upgraded one
+// server at a time, say), so every range's cache fills with every WebApp.
+// No range's controller may reconcile a WebApp outside its range.
+func TestRangesKeepToThemselvesWhenTheServerStopsFiltering(t *testing.T) {
+	if env == nil {
+		t.Skip("needs the control plane")
+	}
+	root, err := controlplane.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	cp, err := controlplane.Start(ctx, controlplane.Options{APIServerArgs: []string{gate}, CRDDirs: []string{filepath.Join(root, "manifests", "crd")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cp.Stop() })
+	kube, apps := cp.KubeClient(t), cp.HandrollClient(t)
+	opNS := cp.Namespace(t)
+	var namespaces []string
+	for range 8 {
+		ns := cp.Namespace(t)
+		namespaces = append(namespaces, ns)
+		app := &handrollv1.WebApp{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: ns}, Spec: handrollv1.WebAppSpec{Image: "nginx:1.27"}}
+		if _, err := apps.HandrollV1().WebApps(ns).Create(ctx, app, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	journal := filepath.Join(t.TempDir(), "journal.jsonl")
+	// Lease timings that outlast the API server's restart.
+	op := operator.Start(t, cp.WriteKubeconfig(t, func(*clientcmdapi.Config) {}), "--shards=2",
+		"--operator-namespace="+opNS, "--leader-elect-resource-namespace="+opNS,
+		"--leader-elect-lease-duration=60s", "--leader-elect-renew-deadline=45s", "--leader-elect-retry-period=2s",
+		"--reconcile-journal="+journal)
+	replicasAre := func(want int32) func() (bool, string) {
+		return func() (bool, string) {
+			for _, ns := range namespaces {
+				d, err := kube.AppsV1().Deployments(ns).Get(ctx, "app", metav1.GetOptions{})
+				if apierrors.IsNotFound(err) {
+					return false, ns + ": no Deployment"
+				}
+				if err != nil {
+					return false, err.Error()
+				}
+				if got := *d.Spec.Replicas; got != want {
+					return false, fmt.Sprintf("%s: %d replicas", ns, got)
+				}
+			}
+			return true, ""
+		}
+	}
+	eventually := func(what string, ok func() (bool, string)) {
+		t.Helper()
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			done, state := ok()
+			if done {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %s\n%s", what, state, op.Log())
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	eventually("every WebApp's Deployment exists", replicasAre(1))
+	if strings.Contains(op.Log(), "filters on the client") {
+		t.Fatal("the replica filters on the client from the start: the API server was to apply shardSelector")
+	}
+
+	// The API server comes back without the gate: shardSelector ignored.
+	if err := cp.StopComponent("kube-apiserver", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := cp.EditComponentArgs("kube-apiserver", func(args []string) []string {
+		return slices.DeleteFunc(args, func(a string) bool { return a == gate })
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cp.StartComponent(ctx, "kube-apiserver"); err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range namespaces {
+		eventually("patching "+ns+"/app", func() (bool, string) {
+			_, err := apps.HandrollV1().WebApps(ns).Patch(ctx, "app", types.MergePatchType, []byte(`{"spec":{"replicas":2}}`), metav1.PatchOptions{})
+			return err == nil, fmt.Sprint(err)
+		})
+	}
+	eventually("every Deployment scaled", replicasAre(2))
+	time.Sleep(3 * time.Second) // the reconciles the patches cause, in every range that sees them
+	if err := op.Stop(t, syscall.SIGTERM, 30*time.Second); err != nil {
+		t.Fatalf("the replica did not stop cleanly: %v", err)
+	}
+
+	entries, err := operator.ReadJournal(journal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outside []string
+	reconciles := 0
+	for _, e := range entries {
+		ns, _, _ := strings.Cut(e.Key, "/")
+		if e.Event != "start" || !slices.Contains(namespaces, ns) || !strings.HasPrefix(e.Controller, webapp.ControllerName+"-") {
+			continue
+		}
+		reconciles++
+		var i, n int
+		if _, err := fmt.Sscanf(strings.TrimPrefix(e.Controller, webapp.ControllerName+"-"), "%d-of-%d", &i, &n); err != nil {
+			t.Fatalf("controller %q: %v", e.Controller, err)
+		}
+		if shard.Of(ns, n) != i {
+			outside = append(outside, fmt.Sprintf("%s reconciled %s, of range %d", e.Controller, e.Key, shard.Of(ns, n)))
+		}
+	}
+	if reconciles == 0 {
+		t.Fatal("the journal holds no reconcile of the test's WebApps")
+	}
+	if len(outside) > 0 {
+		t.Errorf("%d of %d reconciles were outside their controller's range once the API server stopped filtering:\n%s",
+			len(outside), reconciles, strings.Join(outside, "\n"))
+	}
+}
