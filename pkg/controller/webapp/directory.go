@@ -203,7 +203,8 @@ type DirectoryPlan struct {
 // PlanDirectory is the next step from the directory as a cache holds it to
 // desired. parts is the P that part 0 says, 0 when there is no part 0;
 // current holds each part's entries by number. Keys that manages does not
-// claim are another process's: never removed, only copied along as P grows.
+// claim are another process's: never removed, never written from desired,
+// only copied along as P grows.
 //
 // P grows in two steps, so that a reader who follows part 0 never misses an
 // entry it found before:
@@ -219,6 +220,7 @@ type DirectoryPlan struct {
 // Parts from P on are read by nobody and left alone, except while P grows
 // into them. The step is O(entries).
 func PlanDirectory(parts int, current map[int]map[string]string, desired map[string]string, manages func(key string) bool) DirectoryPlan {
+	desired = onlyManaged(desired, manages)
 	read := max(parts, 1)
 	size := 0
 	for k, v := range desired {
@@ -272,6 +274,31 @@ func PlanDirectory(parts int, current map[int]map[string]string, desired map[str
 		}
 	}
 	return plan
+}
+
+// onlyManaged is desired without the keys manages does not claim. A cache
+// can hold other processes' WebApps (every range's, with --shards filtered
+// on the client), and its view of them may lag their owner's: writing
+// them would put back an entry their owner has just removed. desired
+// itself when every key is claimed, the usual case, at no copy.
+func onlyManaged(desired map[string]string, manages func(key string) bool) map[string]string {
+	all := true
+	for k := range desired {
+		if !manages(k) {
+			all = false
+			break
+		}
+	}
+	if all {
+		return desired
+	}
+	out := make(map[string]string, len(desired))
+	for k, v := range desired {
+		if manages(k) {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 func hasKey(m map[string]string, k string) bool {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -822,5 +823,23 @@ func BenchmarkPlanDirectory100000(b *testing.B) {
 		if plan := PlanDirectory(parts, current, entries, manages); slices.ContainsFunc(plan.Changes, func(c map[string]*string) bool { return c != nil }) {
 			b.Fatal("changes in a directory that is up to date")
 		}
+	}
+}
+
+// TestPlanDirectoryWritesOnlyWhatItManages: with --shards and client-side
+// filtering every range's cache holds every WebApp, so desired holds other
+// ranges' entries too. A range writes only its own: one whose cache lags
+// must not put back an entry the owning range has just removed, nor
+// rewrite another range's value.
+func TestPlanDirectoryWritesOnlyWhatItManages(t *testing.T) {
+	mine := func(k string) bool { return strings.HasPrefix(k, "mine.") }
+	current := map[int]map[string]string{0: {"mine.a": "http://a", "theirs.c": "http://c-new"}}
+	// The lagging cache still has theirs.b (its owner removed it) and an
+	// old value of theirs.c.
+	desired := map[string]string{"mine.a": "http://a", "mine.d": "http://d", "theirs.b": "http://b", "theirs.c": "http://c-old"}
+	plan := PlanDirectory(1, current, desired, mine)
+	want := map[string]*string{"mine.d": ptr.To("http://d")}
+	if d := cmp.Diff(want, plan.Changes[0]); d != "" {
+		t.Errorf("changes to part 0 (-want +got):\n%s", d)
 	}
 }
