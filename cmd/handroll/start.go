@@ -111,10 +111,10 @@ func start(ctx context.Context, o options) error {
 		return fmt.Errorf("step 6, servers: %w", err)
 	}
 	srvs.serve(o.shutdownTimeout)
-	// On an early return the servers are told to stop but not waited for
-	// (after a lost Lease nothing may delay the exit); step 12 stops them in
-	// order.
-	defer srvs.cancel()
+	// On an early return, a lost Lease included, --webhook-url is put back
+	// (bounded) and the servers are told to stop but not waited for; step
+	// 12 stops them in order.
+	defer srvs.abandon()
 
 	// Step 7 — events (mgr.GetEventRecorderFor): an events.k8s.io/v1
 	// broadcaster; one recorder for the one controller.
@@ -461,11 +461,12 @@ type servers struct {
 	// restoreClientConfigs undoes --webhook-url's repointing; nil without.
 	restoreClientConfigs func(context.Context)
 
-	errs     chan error // a server that failed while serving
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	stopOnce sync.Once
-	stopErr  error
+	errs        chan error // a server that failed while serving
+	cancel      context.CancelFunc
+	wg          sync.WaitGroup
+	restoreOnce sync.Once
+	stopOnce    sync.Once
+	stopErr     error
 }
 
 // newServers builds and binds the metrics, health, webhook and pprof
@@ -617,13 +618,7 @@ func (s *servers) serve(shutdownTimeout time.Duration) {
 // failed while they served or stopped. It may be called more than once.
 func (s *servers) stop() error {
 	s.stopOnce.Do(func() {
-		// While the webhooks still answer: the API server switches back
-		// before this process stops serving them.
-		if s.restoreClientConfigs != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			s.restoreClientConfigs(ctx)
-			cancel()
-		}
+		s.restore()
 		s.cancel()
 		s.wg.Wait()
 		close(s.errs)
@@ -632,6 +627,30 @@ func (s *servers) stop() error {
 		}
 	})
 	return s.stopErr
+}
+
+// restore points the webhook configurations and the CRD's conversion back
+// at what they called before --webhook-url, once, within 10 s, while the
+// webhooks still answer, so that the API server switches back before this
+// process stops serving them. It writes no WebApp: it is safe after the
+// Lease is lost too.
+func (s *servers) restore() {
+	s.restoreOnce.Do(func() {
+		if s.restoreClientConfigs != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			s.restoreClientConfigs(ctx)
+			cancel()
+		}
+	})
+}
+
+// abandon is the stop of an early return: restore, then tell the servers
+// to stop without waiting for them.
+func (s *servers) abandon() {
+	s.restore()
+	if s.cancel != nil {
+		s.cancel()
+	}
 }
 
 // withOwnBucket copies cfg with a client-side rate limiter of its own, of

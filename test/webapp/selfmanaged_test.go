@@ -18,6 +18,7 @@ import (
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	handrollv1alpha1 "github.com/handroll/handroll/pkg/apis/handroll/v1alpha1"
 	"github.com/handroll/handroll/pkg/certs"
+	"github.com/handroll/handroll/pkg/leader"
 	"github.com/handroll/handroll/test/operator"
 )
 
@@ -263,14 +264,58 @@ func TestWebhookURLIsPutBackOnStop(t *testing.T) {
 	ns := env.Namespace(t)
 	configuration := "handroll-" + ns
 	installWebhookConfigurations(t, configuration, ns)
-	mutating, validating := operator.ManifestWebhookConfigurations(t)
 	args, url := webhookArgs(t, configuration)
 	op, _ := startOperator(t, args...)
 	waitInjected(t, configuration, url)
 	if err := op.Stop(t, syscall.SIGTERM, 30*time.Second); err != nil {
 		t.Fatalf("the operator's stop: %v\n%s", err, op.Log())
 	}
+	checkPutBack(t, configuration)
+}
 
+// TestWebhookURLIsPutBackWhenTheLeaseIsLost: the same when the operator
+// exits because another holder took its Lease, with no drain: the restore
+// writes no WebApp, so it is safe after the Lease is gone, and without it
+// every WebApp write in the cluster would be refused (failurePolicy Fail)
+// until an in-cluster replica's next pass, or for ever.
+func TestWebhookURLIsPutBackWhenTheLeaseIsLost(t *testing.T) {
+	ns := env.Namespace(t)
+	configuration := "handroll-" + ns
+	installWebhookConfigurations(t, configuration, ns)
+	args, url := webhookArgs(t, configuration)
+	op, opNS := startOperator(t, append(args, "--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=2s", "--leader-elect-retry-period=500ms")...)
+	waitInjected(t, configuration, url)
+
+	// Another holder takes the Lease, as one whose clock ran ahead might.
+	leases := kubeClient(t).CoordinationV1().Leases(opNS)
+	eventually(t, "the Lease taken by another holder", func(ctx context.Context) (bool, error) {
+		l, err := leases.Get(ctx, leader.DefaultLeaseName, metav1.GetOptions{})
+		if err != nil {
+			return false, nil //nolint:nilerr // not created yet
+		}
+		other, now, seconds := "usurper", metav1.NewMicroTime(time.Now().Add(time.Hour)), int32(3600)
+		l.Spec.HolderIdentity, l.Spec.RenewTime, l.Spec.LeaseDurationSeconds = &other, &now, &seconds
+		_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+		return err == nil, nil
+	})
+	select {
+	case <-op.Exited():
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the operator still runs 30 s after its Lease was taken\n%s", op.Log())
+	}
+	if !strings.Contains(op.Log(), "lost") {
+		t.Errorf("the operator did not exit for the lost Lease:\n%s", op.Log())
+	}
+	checkPutBack(t, configuration)
+}
+
+// checkPutBack fails t unless the webhook configurations named
+// configuration and the CRD's conversion call what they called before
+// --webhook-url (the manifests' Service), with the CA bundle kept, and no
+// record of the URL is left.
+func checkPutBack(t *testing.T, configuration string) {
+	t.Helper()
+	mutating, validating := operator.ManifestWebhookConfigurations(t)
 	ctx := context.Background()
 	ar := kubeClient(t).AdmissionregistrationV1()
 	m, err := ar.MutatingWebhookConfigurations().Get(ctx, configuration, metav1.GetOptions{})
