@@ -388,7 +388,7 @@ func waitForNoShards(ctx context.Context, kube kubernetes.Interface, o options) 
 		others, err := m.OtherSplits(ctx)
 		switch {
 		case err != nil && ctx.Err() != nil:
-			return nil
+			return nil //nolint:nilerr // stopped while it read: a stop, not a failure
 		case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
 			// No retry mends these: lead nothing rather than hold the Lease
 			// reconciling nothing, so that the exit says why.
