@@ -134,14 +134,20 @@ func deleteAllWebApps(ctx context.Context, hc versioned.Interface, timeout time.
 	var lastErr error
 	if len(left) > 0 {
 		err = wait.PollUntilContextTimeout(ctx, time.Second, timeout, false, func(ctx context.Context) (bool, error) {
-			left, lastErr = sweepWebApps(ctx, hc)
-			return lastErr == nil && len(left) == 0, nil // an error is retried until the timeout
+			now, err := sweepWebApps(ctx, hc)
+			if err != nil {
+				lastErr = err // retried until the timeout; left is the last pass that read
+				return false, nil
+			}
+			left, lastErr = now, nil
+			return len(left) == 0, nil
 		})
 	}
 	if err != nil {
 		msg := fmt.Sprintf("%d WebApp(s) still there after %s; handroll removes only its own finalizer, so finish or remove the others' first:\n  %s",
 			len(left), timeout, strings.Join(left, "\n  "))
-		if lastErr != nil {
+		// The pass cut short by the timeout itself says nothing new.
+		if lastErr != nil && !errors.Is(lastErr, context.DeadlineExceeded) && !errors.Is(lastErr, context.Canceled) {
 			msg += "\nthe last attempt failed: " + lastErr.Error()
 		}
 		return errors.New(msg)
