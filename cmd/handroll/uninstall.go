@@ -136,8 +136,8 @@ func deleteAllWebApps(ctx context.Context, hc versioned.Interface, timeout time.
 		err = wait.PollUntilContextTimeout(ctx, time.Second, timeout, false, func(ctx context.Context) (bool, error) {
 			now, err := sweepWebApps(ctx, hc)
 			if err != nil {
-				lastErr = err // retried until the timeout; left is the last pass that read
-				return false, nil
+				lastErr = err
+				return false, nil //nolint:nilerr // retried until the timeout; left is the last pass that read
 			}
 			left, lastErr = now, nil
 			return len(left) == 0, nil
