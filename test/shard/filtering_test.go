@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -60,36 +59,10 @@ func TestRangesKeepToThemselvesWhenTheServerStopsFiltering(t *testing.T) {
 		"--operator-namespace="+opNS, "--leader-elect-resource-namespace="+opNS,
 		"--leader-elect-lease-duration=60s", "--leader-elect-renew-deadline=45s", "--leader-elect-retry-period=2s",
 		"--reconcile-journal="+journal)
-	replicasAre := func(want int32) func() (bool, string) {
-		return func() (bool, string) {
-			for _, ns := range namespaces {
-				d, err := kube.AppsV1().Deployments(ns).Get(ctx, "app", metav1.GetOptions{})
-				if apierrors.IsNotFound(err) {
-					return false, ns + ": no Deployment"
-				}
-				if err != nil {
-					return false, err.Error()
-				}
-				if got := *d.Spec.Replicas; got != want {
-					return false, fmt.Sprintf("%s: %d replicas", ns, got)
-				}
-			}
-			return true, ""
-		}
-	}
+	replicasAre := func(want int32) func() (bool, string) { return appsHaveReplicas(ctx, kube, namespaces, want) }
 	eventually := func(what string, ok func() (bool, string)) {
 		t.Helper()
-		deadline := time.Now().Add(2 * time.Minute)
-		for {
-			done, state := ok()
-			if done {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %s\n%s", what, state, op.Log())
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+		waitUntil(t, 2*time.Minute, what, ok, op.Log)
 	}
 	eventually("every WebApp's Deployment exists", replicasAre(1))
 	if strings.Contains(op.Log(), "filters on the client") {

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
@@ -79,39 +80,13 @@ func splitTheWebApps(t *testing.T, env *controlplane.ControlPlane) (a, b *operat
 	}
 	eventually := func(what string, ok func() (bool, string)) {
 		t.Helper()
-		deadline := time.Now().Add(90 * time.Second)
-		for {
-			done, state := ok()
-			if done {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %s", what, state)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+		waitUntil(t, 90*time.Second, what, ok, func() string { return "" })
 	}
 	eventually("the ranges split 2 and 2", func() (bool, string) {
 		ha, hb := held(a), held(b)
 		return ha == 2 && hb == 2, fmt.Sprintf("a holds %d, b %d", ha, hb)
 	})
-	replicasAre := func(want int32) func() (bool, string) {
-		return func() (bool, string) {
-			for _, ns := range namespaces {
-				d, err := kube.AppsV1().Deployments(ns).Get(ctx, "app", metav1.GetOptions{})
-				if apierrors.IsNotFound(err) {
-					return false, ns + ": no Deployment"
-				}
-				if err != nil {
-					return false, err.Error()
-				}
-				if got := *d.Spec.Replicas; got != want {
-					return false, fmt.Sprintf("%s: %d replicas", ns, got)
-				}
-			}
-			return true, ""
-		}
-	}
+	replicasAre := func(want int32) func() (bool, string) { return appsHaveReplicas(ctx, kube, namespaces, want) }
 	eventually("every WebApp's Deployment exists", replicasAre(1))
 
 	// a stops; b takes its ranges and reconciles what changes in them.
@@ -255,4 +230,41 @@ func TestSingleLeaderAndShardsNeverRunTogether(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor("the single leader reconciles once the sharded replica is gone", scaledTo(3))
+}
+
+// appsHaveReplicas tells whether the Deployment "app" of every namespace
+// exists with want replicas, and if not, why.
+func appsHaveReplicas(ctx context.Context, kube kubernetes.Interface, namespaces []string, want int32) func() (bool, string) {
+	return func() (bool, string) {
+		for _, ns := range namespaces {
+			d, err := kube.AppsV1().Deployments(ns).Get(ctx, "app", metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return false, ns + ": no Deployment"
+			}
+			if err != nil {
+				return false, err.Error()
+			}
+			if got := *d.Spec.Replicas; got != want {
+				return false, fmt.Sprintf("%s: %d replicas", ns, got)
+			}
+		}
+		return true, ""
+	}
+}
+
+// waitUntil polls ok every 200 ms until it holds, or fails t after timeout
+// with what, ok's last state and detail().
+func waitUntil(t *testing.T, timeout time.Duration, what string, ok func() (bool, string), detail func() string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		done, state := ok()
+		if done {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %s\n%s", what, state, detail())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
