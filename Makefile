@@ -421,7 +421,7 @@ local-push: ## Build the image IMG (localhost/NAME:TAG) and push it to the local
 	$(MAKE) --no-print-directory image-push PUSH_ARCHIVE=$(or $(PUSH_ARCHIVE),$(IMAGE_DIR)/handroll.tar) IMG="$$reg/$${img#localhost/}" REGISTRY_INSECURE=true
 
 .PHONY: undeploy
-undeploy: ## Remove what deploy installed, in order: every WebApp (finalizers removed if no operator runs), the operator, the rest, the CRD last.
+undeploy: build ## Remove what deploy installed, in order: every WebApp (only handroll's finalizer removed; UNDEPLOY_FORCE_FINALIZERS=true: every one), the operator, the rest, the CRD last.
 ifneq ($(strip $(KUBECONFIG)),)
 	hack/deploy.sh undeploy "$(or $(KUSTOMIZE_DIR),manifests/default)" "$(IMG)"
 else

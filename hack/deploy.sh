@@ -11,6 +11,13 @@
 #   KUBECTL   kubectl to use (default: kubectl on PATH, else the one
 #             hack/testbin.sh builds)
 #   KUBECONFIG the cluster (kubectl's own rules apply; not used by render)
+#   HANDROLL  the handroll binary undeploy runs `uninstall` with (default:
+#             bin/handroll, which make builds)
+#   UNDEPLOY_WEBAPP_TIMEOUT  seconds undeploy waits for the WebApps to go
+#             while the operator runs (default 120; 10 when none runs)
+#   UNDEPLOY_FORCE_FINALIZERS=true  undeploy also removes other
+#             controllers' finalizers from the WebApps, skipping their
+#             clean-up
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
@@ -92,30 +99,36 @@ case $cmd in
     ;;
   undeploy)
     # In order, so that nothing is left behind and nothing waits for ever:
-    # 1. every WebApp, while the operator runs (its directory follows, the
-    #    garbage collector takes the children); a finalizer still on one
-    #    once the operator is gone (or never comes) is removed, and named;
+    # 1. `handroll uninstall` (what the chart's pre-delete hook runs): every
+    #    WebApp, while the operator runs (its directory follows, the
+    #    garbage collector takes the children), handroll's own finalizer
+    #    removed, another controller's never unless forced; then the
+    #    operator scaled to 0 and what it made as it ran. A WebApp still
+    #    held stops the uninstall here, before anything of the operator's
+    #    is removed;
     # 2. the operator, so that it recreates nothing while the rest goes;
-    # 3. its webhooks, RBAC and namespace (the Lease, the Secret and the
-    #    directory go with it);
+    # 3. its webhooks, RBAC and namespace;
     # 4. the CRD last.
+    # A step that fails stops the uninstall with its reason; each step
+    # finds done what an earlier run did, so running it again goes on.
+    trap 'echo "undeploy: stopped, nothing after the failed step ran: fix what it says and run make undeploy again" >&2' ERR
+    handroll=${HANDROLL:-$ROOT/bin/handroll}
+    if [[ ! -x $handroll ]]; then
+      echo "undeploy: no $handroll: make build, or set HANDROLL" >&2
+      exit 1
+    fi
     if "$KUBECTL" get crd webapps.handroll.dev >/dev/null 2>&1; then
-      "$KUBECTL" delete webapps.handroll.dev --all --all-namespaces --wait=false
       running=$("$KUBECTL" -n "$namespace" get deployment handroll -o jsonpath='{.status.availableReplicas}' 2>/dev/null || true)
       wait_s=$([[ ${running:-0} -gt 0 ]] && echo "${UNDEPLOY_WEBAPP_TIMEOUT:-120}" || echo 10)
-      left=
-      for ((i = 0; i < wait_s; i++)); do
-        left=$("$KUBECTL" get webapps.handroll.dev --all-namespaces -o jsonpath='{range .items[*]}{.metadata.namespace}{" "}{.metadata.name}{" "}{.metadata.finalizers}{"\n"}{end}')
-        [[ -z $left ]] && break
-        sleep 1
-      done
-      if [[ -n $left ]]; then
-        echo "undeploy: $(wc -l <<<"$left") WebApp(s) still there after ${wait_s}s (the operator is not running?): removing their finalizers:"
-        while read -r ns name finalizers; do
-          echo "  $ns/$name ${finalizers:-[]}"
-          "$KUBECTL" -n "$ns" patch webapps.handroll.dev "$name" --type=merge -p '{"metadata":{"finalizers":null}}' >/dev/null || true
-        done <<<"$left"
-        "$KUBECTL" wait --for=delete webapps.handroll.dev --all --all-namespaces --timeout=60s
+      force=()
+      if [[ ${UNDEPLOY_FORCE_FINALIZERS:-false} == true ]]; then
+        force=(--force-finalizers)
+      fi
+      if ! "$handroll" uninstall --operator-namespace="$namespace" --timeout="${wait_s}s" "${force[@]}"; then
+        trap - ERR
+        echo "undeploy: stopped before removing the operator. A WebApp another controller holds is its to release;" \
+          "to skip that controller's clean-up, run make undeploy UNDEPLOY_FORCE_FINALIZERS=true" >&2
+        exit 1
       fi
     fi
     "$KUBECTL" -n "$namespace" delete deployment handroll --ignore-not-found --wait=true

@@ -13,7 +13,8 @@
 #
 # On the local cluster (LOCAL=1), whose API server runs on this machine, the
 # webhooks are served here at WEBHOOK_URL (default https://127.0.0.1:9443),
-# the webhook configurations are installed, and so are the samples; unless
+# the CRD and the webhook configurations are installed, and so are the
+# samples; unless
 # handroll is deployed there (make deploy): then it is run as on someone's
 # cluster.
 #
@@ -41,6 +42,13 @@ fi
 
 if [[ "${LOCAL}" == 1 ]]; then
   WEBHOOK_URL="${WEBHOOK_URL:-https://127.0.0.1:${WEBHOOK_PORT}}"
+  # The local cluster starts with no CRD, so that any install path can own
+  # it; a local run brings this tree's. Replaced, not applied, for the
+  # reason below: a run that did not stop cleanly left the conversion
+  # pointed at WEBHOOK_URL.
+  crd=$(kubectl kustomize manifests/crd)
+  kubectl replace -f - <<<"${crd}" >/dev/null 2>&1 || kubectl create -f - <<<"${crd}"
+  kubectl wait --for=condition=Established --timeout=60s crd/webapps.handroll.dev >/dev/null
   # Replaced, not applied: once the operator has pointed them at
   # WEBHOOK_URL, applying the manifest's service reference would make them
   # invalid (a clientConfig has a url or a service, not both). Replacing

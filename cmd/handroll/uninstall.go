@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	"github.com/handroll/handroll/pkg/certs"
 	"github.com/handroll/handroll/pkg/controller/webapp"
 	"github.com/handroll/handroll/pkg/generated/clientset/versioned"
@@ -33,7 +35,10 @@ type uninstallOptions struct {
 	leaseName     string
 	secretName    string
 	deleteWebApps bool
-	timeout       time.Duration
+	// forceFinalizers also removes other controllers' finalizers: their
+	// clean-up is skipped, which only the user can decide.
+	forceFinalizers bool
+	timeout         time.Duration
 }
 
 // runUninstall is `handroll uninstall`: the steps of an uninstall that only
@@ -63,6 +68,7 @@ func runUninstall(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.leaseName, leader.FlagResourceName, leader.DefaultLeaseName, "The operator's --"+leader.FlagResourceName+": its Lease, and the prefix of its shard Leases.")
 	fs.StringVar(&o.secretName, "webhook-secret-name", "handroll-webhook-tls", "The operator's --webhook-secret-name; deleted only if handroll made it.")
 	fs.BoolVar(&o.deleteWebApps, "delete-webapps", true, "Delete every WebApp in the cluster first, and wait until they are gone. false: leave them, unreconciled.")
+	fs.BoolVar(&o.forceFinalizers, "force-finalizers", false, "Also remove other controllers' finalizers from the WebApps it deletes, skipping their clean-up (a backup's, a policy's). Only when you know it may be skipped.")
 	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "How long to wait for the WebApps, then for the operator's pods, to go.")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "handroll uninstall removes the WebApps, then what the operator made as it ran; helm uninstall runs it first.\n\nUsage:\n  handroll uninstall [flags]\n\nFlags:\n")
@@ -109,7 +115,7 @@ func uninstall(ctx context.Context, o uninstallOptions, out io.Writer) error {
 		return err
 	}
 	if o.deleteWebApps {
-		if err := deleteAllWebApps(ctx, hc, o.timeout, out); err != nil {
+		if err := deleteAllWebApps(ctx, hc, o.forceFinalizers, o.timeout, out); err != nil {
 			return err
 		}
 	}
@@ -124,9 +130,10 @@ func uninstall(ctx context.Context, o uninstallOptions, out io.Writer) error {
 // deleteAllWebApps deletes every WebApp and waits until none is left. A
 // WebApp that appears meanwhile (a GitOps tool putting it back) is deleted
 // too; handroll's legacy finalizer is removed here, so that this works with
-// no operator running as well.
-func deleteAllWebApps(ctx context.Context, hc versioned.Interface, timeout time.Duration, out io.Writer) error {
-	left, err := sweepWebApps(ctx, hc)
+// no operator running as well, and every finalizer if force is set.
+func deleteAllWebApps(ctx context.Context, hc versioned.Interface, force bool, timeout time.Duration, out io.Writer) error {
+	sweep := webAppSweeper{client: hc, force: force, out: out}
+	left, err := sweep.pass(ctx)
 	if err != nil {
 		return err
 	}
@@ -134,7 +141,7 @@ func deleteAllWebApps(ctx context.Context, hc versioned.Interface, timeout time.
 	var lastErr error
 	if len(left) > 0 {
 		err = wait.PollUntilContextTimeout(ctx, time.Second, timeout, false, func(ctx context.Context) (bool, error) {
-			now, err := sweepWebApps(ctx, hc)
+			now, err := sweep.pass(ctx)
 			if err != nil {
 				lastErr = err
 				return false, nil //nolint:nilerr // retried until the timeout; left is the last pass that read
@@ -144,7 +151,7 @@ func deleteAllWebApps(ctx context.Context, hc versioned.Interface, timeout time.
 		})
 	}
 	if err != nil {
-		msg := fmt.Sprintf("%d WebApp(s) still there after %s; handroll removes only its own finalizer, so finish or remove the others' first:\n  %s",
+		msg := fmt.Sprintf("%d WebApp(s) still there after %s; handroll removes only its own finalizer, so let the others finish first (or force it: --force-finalizers):\n  %s",
 			len(left), timeout, strings.Join(left, "\n  "))
 		// The pass cut short by the timeout itself says nothing new.
 		if lastErr != nil && !errors.Is(lastErr, context.DeadlineExceeded) && !errors.Is(lastErr, context.Canceled) {
@@ -156,17 +163,24 @@ func deleteAllWebApps(ctx context.Context, hc versioned.Interface, timeout time.
 	return nil
 }
 
-// sweepWebApps makes one pass over the WebApps: it deletes those not yet
-// being deleted and removes handroll's legacy finalizer, never another's.
-// It returns those still there, each with what holds it.
-func sweepWebApps(ctx context.Context, hc versioned.Interface) (left []string, err error) {
-	list, err := hc.HandrollV1().WebApps(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+// webAppSweeper deletes every WebApp, one pass at a time.
+type webAppSweeper struct {
+	client versioned.Interface
+	force  bool // remove every finalizer, not only handroll's legacy one
+	out    io.Writer
+}
+
+// pass deletes the WebApps not yet being deleted and removes handroll's
+// legacy finalizer, never another's unless forced. It returns those still
+// there, each with what holds it.
+func (s webAppSweeper) pass(ctx context.Context) (left []string, err error) {
+	list, err := s.client.HandrollV1().WebApps(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("listing the WebApps: %w", err)
 	}
 	for i := range list.Items {
 		w := &list.Items[i]
-		client := hc.HandrollV1().WebApps(w.Namespace)
+		client := s.client.HandrollV1().WebApps(w.Namespace)
 		state := "being deleted"
 		if w.DeletionTimestamp == nil {
 			err := client.Delete(ctx, w.Name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
@@ -174,19 +188,42 @@ func sweepWebApps(ctx context.Context, hc versioned.Interface) (left []string, e
 				return nil, fmt.Errorf("deleting WebApp %s/%s: %w", w.Namespace, w.Name, err)
 			}
 		}
-		if patch := webapp.LegacyFinalizerPatch(w); patch != nil {
+		patch, removes := webapp.LegacyFinalizerPatch(w), webapp.LegacyFinalizerDirectory
+		others := slices.DeleteFunc(slices.Clone(w.Finalizers), func(f string) bool { return f == webapp.LegacyFinalizerDirectory })
+		if s.force && len(others) > 0 {
+			patch, removes = removeFinalizersPatch(w), strings.Join(w.Finalizers, ", ")
+		}
+		if patch != nil {
 			// Invalid: the finalizers changed since the list; the next pass reads them again.
 			_, err := client.Patch(ctx, w.Name, types.JSONPatchType, patch, metav1.PatchOptions{})
-			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsInvalid(err) {
-				return nil, fmt.Errorf("removing %s from WebApp %s/%s: %w", webapp.LegacyFinalizerDirectory, w.Namespace, w.Name, err)
+			switch {
+			case err == nil && s.force && len(others) > 0:
+				fmt.Fprintf(s.out, "uninstall: removed the finalizer(s) %s from WebApp %s/%s: their clean-up is skipped\n", removes, w.Namespace, w.Name)
+				continue
+			case err != nil && !apierrors.IsNotFound(err) && !apierrors.IsInvalid(err):
+				return nil, fmt.Errorf("removing %s from WebApp %s/%s: %w", removes, w.Namespace, w.Name, err)
 			}
 		}
-		if others := slices.DeleteFunc(slices.Clone(w.Finalizers), func(f string) bool { return f == webapp.LegacyFinalizerDirectory }); len(others) > 0 {
+		if len(others) > 0 {
 			state = "held by the finalizer(s) " + strings.Join(others, ", ") + " of another controller"
 		}
 		left = append(left, fmt.Sprintf("%s/%s (%s)", w.Namespace, w.Name, state))
 	}
 	return left, nil
+}
+
+// removeFinalizersPatch removes every finalizer of w, provided they are
+// still the ones read: a finalizer added since is not judged unread.
+func removeFinalizersPatch(w *handrollv1.WebApp) []byte {
+	patch, err := json.Marshal([]map[string]any{
+		{"op": "test", "path": "/metadata/uid", "value": w.UID},
+		{"op": "test", "path": "/metadata/finalizers", "value": w.Finalizers},
+		{"op": "remove", "path": "/metadata/finalizers"},
+	})
+	if err != nil {
+		panic(fmt.Sprintf("marshalling a JSON patch of strings cannot fail: %v", err))
+	}
+	return patch
 }
 
 // scaleToZero scales the operator's Deployment to 0 and waits until its

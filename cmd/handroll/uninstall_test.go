@@ -14,7 +14,7 @@ func TestUninstallFlags(t *testing.T) {
 	if code := run([]string{"uninstall", "--help"}, &out, &errOut); code != 0 {
 		t.Fatalf("uninstall --help: code %d", code)
 	}
-	for _, flag := range []string{"--operator-namespace", "--deployment", "--leader-elect-resource-name", "--webhook-secret-name", "--delete-webapps", "--timeout"} {
+	for _, flag := range []string{"--operator-namespace", "--deployment", "--leader-elect-resource-name", "--webhook-secret-name", "--delete-webapps", "--force-finalizers", "--timeout"} {
 		if !strings.Contains(errOut.String(), flag) {
 			t.Errorf("uninstall --help does not list %s", flag)
 		}

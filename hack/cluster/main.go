@@ -52,7 +52,6 @@ func main() {
 		dir:        filepath.Join(root, ".local", "cluster"),
 		state:      filepath.Join(root, ".local", "cluster", "state.json"),
 		kubeconfig: filepath.Join(root, ".local", "kubeconfig"),
-		crds:       filepath.Join(root, "manifests", "crd"),
 	}
 
 	if *pause == "" {
@@ -84,7 +83,7 @@ func main() {
 	}
 }
 
-type layout struct{ dir, state, kubeconfig, crds string }
+type layout struct{ dir, state, kubeconfig string }
 
 func fail(err error) {
 	fmt.Fprintf(os.Stderr, "cluster: %v\n", err)
@@ -92,7 +91,7 @@ func fail(err error) {
 }
 
 // up starts the cluster unless one is already running and ready, in which
-// case it only makes sure the CRDs and namespace are current.
+// case it only makes sure the namespace and kubeconfig are there.
 func up(l layout, nodes int, real *controlplane.RealNodeOptions) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -145,12 +144,12 @@ func up(l layout, nodes int, real *controlplane.RealNodeOptions) error {
 	return nil
 }
 
-// prepare installs the CRDs, creates the operator's namespace and writes the
-// admin kubeconfig where users and `make run` look for it.
+// prepare creates the operator's namespace and writes the admin kubeconfig
+// where users and `make run` look for it. It installs no CRD: whatever
+// install path the user takes next (kubectl apply, the installer, helm,
+// make install) owns the CRD, as on a cluster of their own; `make run`
+// installs it for a local run.
 func prepare(ctx context.Context, cp *controlplane.ControlPlane, l layout) error {
-	if err := controlplane.InstallCRDs(ctx, cp, l.crds); err != nil {
-		return err
-	}
 	client, err := kubernetes.NewForConfig(cp.Config)
 	if err != nil {
 		return err

@@ -24,8 +24,12 @@ import (
 	"github.com/handroll/handroll/test/controlplane"
 )
 
-// foreignFinalizer stands for a backup or policy tool's own finalizer.
-const foreignFinalizer = "backup.example.com/protect"
+// foreignFinalizer and policyFinalizer stand for a backup tool's and a
+// policy tool's own finalizers.
+const (
+	foreignFinalizer = "backup.example.com/protect"
+	policyFinalizer  = "policy.example.com/hold"
+)
 
 // TestUninstallCommand runs `handroll uninstall`, what the chart's
 // pre-delete hook Job runs, against a real API server with what an
@@ -33,7 +37,8 @@ const foreignFinalizer = "backup.example.com/protect"
 // backup tool also puts finalizers: it removes handroll's own finalizer
 // and no other, fails naming the WebApp and its holder, touches nothing
 // of the operator's until the WebApps are gone, and then deletes exactly
-// what the operator made.
+// what the operator made; --force-finalizers removes the others'
+// finalizers too, when the user says so.
 func TestUninstallCommand(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: no control plane")
@@ -61,6 +66,7 @@ func TestUninstallCommand(t *testing.T) {
 		{"team-a", "shop", ""},
 		{"team-a", "legacy", webapp.LegacyFinalizerDirectory},
 		{"team-b", "backed-up", foreignFinalizer},
+		{"team-b", "guarded", policyFinalizer},
 	} {
 		obj := &handrollv1.WebApp{ObjectMeta: metav1.ObjectMeta{Name: w.name}, Spec: handrollv1.WebAppSpec{Image: "registry.invalid/app:1"}}
 		if w.finalizer != "" {
@@ -81,8 +87,9 @@ func TestUninstallCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	uninstall := func() (string, error) {
-		cmd := exec.CommandContext(ctx, bin, "uninstall", "--kubeconfig="+cp.Kubeconfig, "--operator-namespace="+opNS, "--timeout=5s")
+	uninstall := func(flags ...string) (string, error) {
+		args := append([]string{"uninstall", "--kubeconfig=" + cp.Kubeconfig, "--operator-namespace=" + opNS, "--timeout=5s"}, flags...)
+		cmd := exec.CommandContext(ctx, bin, args...)
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
@@ -90,8 +97,10 @@ func TestUninstallCommand(t *testing.T) {
 	if err == nil {
 		t.Fatalf("handroll uninstall succeeded with a WebApp a backup tool holds:\n%s", out)
 	}
-	if !strings.Contains(out, "team-b/backed-up (held by the finalizer(s) "+foreignFinalizer) {
-		t.Errorf("the failure does not name the held WebApp and its holder:\n%s", out)
+	for _, want := range []string{"team-b/backed-up (held by the finalizer(s) " + foreignFinalizer, "team-b/guarded (held by the finalizer(s) " + policyFinalizer, "--force-finalizers"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the failure does not say %q:\n%s", want, out)
+		}
 	}
 	t.Logf("with the backup tool's finalizer on: %v\n%s", err, out)
 	held, err := hc.HandrollV1().WebApps("team-b").Get(ctx, "backed-up", metav1.GetOptions{})
@@ -116,16 +125,24 @@ func TestUninstallCommand(t *testing.T) {
 	}
 
 	// The backup tool finishes, and removes its finalizer; the retried
-	// uninstall then completes.
+	// uninstall still stops on the policy tool's, which nobody removes.
 	patch := []byte(`[{"op":"test","path":"/metadata/finalizers/0","value":"` + foreignFinalizer + `"},{"op":"remove","path":"/metadata/finalizers/0"}]`)
 	if _, err := hc.HandrollV1().WebApps("team-b").Patch(ctx, "backed-up", types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	out, err = uninstall()
-	if err != nil {
-		t.Fatalf("handroll uninstall: %v\n%s", err, out)
+	if out, err := uninstall(); err == nil || strings.Contains(out, "backed-up") || !strings.Contains(out, "team-b/guarded") {
+		t.Errorf("with only the policy tool's finalizer left: %v, want a failure naming team-b/guarded alone:\n%s", err, out)
 	}
-	t.Logf("once the backup tool is done:\n%s", out)
+	checkRuntimeObjects(ctx, t, kube, opNS, ours, true)
+	// The user decides its clean-up may be skipped.
+	out, err = uninstall("--force-finalizers")
+	if err != nil {
+		t.Fatalf("handroll uninstall --force-finalizers: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "removed the finalizer(s) "+policyFinalizer+" from WebApp team-b/guarded") {
+		t.Errorf("--force-finalizers does not say which finalizer it removed from which WebApp:\n%s", out)
+	}
+	t.Logf("forced, once the backup tool is done:\n%s", out)
 	if list, err := hc.HandrollV1().WebApps(metav1.NamespaceAll).List(ctx, metav1.ListOptions{}); err != nil || len(list.Items) > 0 {
 		t.Errorf("WebApps left: %v (%v)", list, err)
 	}

@@ -15,29 +15,40 @@ import (
 
 // TestOneNamespace: the operator's namespace is named in one place,
 // manifests/default's namespace:, and an overlay that sets only another
-// namespace moves every namespaced object and every reference to one.
+// namespace moves every namespaced object and every reference to one. The
+// CRD's kustomization repeats it, so that the CRD applied alone (make
+// install, an upgrade's first step) calls the conversion webhook where
+// manifests/default puts it; an overlay overrides both.
 func TestOneNamespace(t *testing.T) {
 	root, err := controlplane.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(filepath.Join(root, "manifests", "default", "kustomization.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var k struct {
-		Namespace string `json:"namespace"`
-	}
-	if err := yaml.Unmarshal(data, &k); err != nil {
-		t.Fatal(err)
-	}
-	if k.Namespace != operatorNS {
-		t.Fatalf("manifests/default/kustomization.yaml sets namespace %q, want %q", k.Namespace, operatorNS)
+	namings := map[string]bool{}
+	for _, dir := range []string{"default", "crd"} {
+		rel := filepath.Join(dir, "kustomization.yaml")
+		namings[rel] = true
+		data, err := os.ReadFile(filepath.Join(root, "manifests", rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var k struct {
+			Namespace string `json:"namespace"`
+		}
+		if err := yaml.Unmarshal(data, &k); err != nil {
+			t.Fatal(err)
+		}
+		if k.Namespace != operatorNS {
+			t.Fatalf("manifests/%s sets namespace %q, want %q", rel, k.Namespace, operatorNS)
+		}
 	}
 	// Outside comments, no other manifest names it.
 	err = filepath.WalkDir(filepath.Join(root, "manifests"), func(path string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".yaml") || strings.HasSuffix(path, filepath.Join("default", "kustomization.yaml")) {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".yaml") {
 			return err
+		}
+		if rel, _ := filepath.Rel(filepath.Join(root, "manifests"), path); namings[rel] {
+			return nil
 		}
 		b, err := os.ReadFile(path)
 		if err != nil {

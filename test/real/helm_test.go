@@ -55,9 +55,9 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	t.Cleanup(func() { cleanUpHelm(t, helm) })
 	values := writeHelmValues(t)
 
-	// A fresh cluster has no CRD; the local cluster installs one (make
-	// install), which helm would refuse to adopt: its release owns the CRD.
-	kubectl(t, "delete", "crd", "webapps.handroll.dev", "--ignore-not-found", "--wait=true", "--timeout=120s")
+	// The README's helm install, on the local cluster as make cluster-up
+	// leaves it: no CRD that helm would refuse to adopt.
+	checkNoCRD(t)
 
 	if !t.Run("helm install of the previous release into "+helmNamespace, func(t *testing.T) {
 		runHelm(t, helm, "install", "handroll", filepath.Join(previous.Dir, "charts", "handroll"), "-n", helmNamespace, "-f", values,
@@ -372,10 +372,9 @@ func mapsEqual(a, b map[string]int64) bool {
 	return true
 }
 
-// cleanUpHelm removes whatever the test left: the release and the
-// namespace; and it puts the CRD back as the local cluster has it (make
-// install), so that the kept one, which names this namespace's webhook
-// Service for conversion, is gone.
+// cleanUpHelm removes whatever the test left: the release, the namespace
+// and the kept CRD, which names this namespace's webhook Service for
+// conversion; the local cluster has no CRD of its own.
 func cleanUpHelm(t *testing.T, helm string) {
 	if t.Failed() {
 		pods, _ := kube.CoreV1().Pods(helmNamespace).List(context.Background(), metav1.ListOptions{})
@@ -396,5 +395,4 @@ func cleanUpHelm(t *testing.T, helm string) {
 		_, err := kube.CoreV1().Namespaces().Get(ctx, helmNamespace, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
-	makeTarget(t, "install")
 }

@@ -33,7 +33,8 @@ const elsewhere = "ops-elsewhere"
 // installed into a namespace of the user's choice by an overlay that sets
 // only that; a local run beside it on the same cluster; an uninstall that
 // leaves nothing; and an uninstall after the operator is already gone,
-// from the one-file installer.
+// from the one-file installer, which removes handroll's finalizer and
+// stops on another tool's until the user forces it.
 func TestOperateAsUsersDo(t *testing.T) {
 	overlay := writeOverlay(t, "elsewhere", "namespace: "+elsewhere+"\nresources:\n- ../../../manifests/local\n")
 
@@ -96,11 +97,37 @@ func TestOperateAsUsersDo(t *testing.T) {
 		// it set, while no operator runs to strip it (a finalizer change
 		// passes the webhooks' matchConditions).
 		kubectl(t, "-n", ns, "patch", "webapps.handroll.dev", "restored", "--type=merge", "-p", `{"metadata":{"finalizers":["handroll.dev/directory"]}}`)
-		out := makeTarget(t, "undeploy")
-		for _, want := range []string{"removing their finalizers", ns + "/restored", ns + "/foreign", "example.com/keep"} {
+		// handroll's own finalizer goes; the other tool's stays, and the
+		// uninstall stops, naming what holds what, before it removes
+		// anything of the operator's.
+		out, err := runMake("undeploy")
+		if err == nil {
+			t.Errorf("make undeploy succeeded with a WebApp another tool holds:\n%s", out)
+		}
+		for _, want := range []string{ns + "/foreign (held by the finalizer(s) example.com/keep", "UNDEPLOY_FORCE_FINALIZERS"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("make undeploy does not say %q:\n%s", want, out)
 			}
+		}
+		t.Logf("make undeploy, the other tool's finalizer on: %v\n%s", err, out)
+		for name, want := range map[string][]string{"plain": nil, "restored": nil, "foreign": {"example.com/keep"}} {
+			w, err := handrollClient.HandrollV1().WebApps(ns).Get(context.Background(), name, metav1.GetOptions{})
+			switch {
+			case want == nil && !apierrors.IsNotFound(err):
+				t.Errorf("WebApp %s/%s is left: %v", ns, name, err)
+			case want != nil && err != nil:
+				t.Errorf("WebApp %s/%s: %v", ns, name, err)
+			case want != nil && !slices.Equal(w.Finalizers, want):
+				t.Errorf("WebApp %s/%s has the finalizers %v, want %v", ns, name, w.Finalizers, want)
+			}
+		}
+		if _, err := kube.AppsV1().Deployments(operatorNamespace).Get(context.Background(), "handroll", metav1.GetOptions{}); err != nil {
+			t.Errorf("make undeploy removed the operator before the WebApps were gone: %v", err)
+		}
+		// The user decides to skip the other tool's clean-up.
+		out = makeTarget(t, "undeploy", "UNDEPLOY_FORCE_FINALIZERS=true")
+		if !strings.Contains(out, "example.com/keep") {
+			t.Errorf("make undeploy UNDEPLOY_FORCE_FINALIZERS=true does not name the finalizer it removed:\n%s", out)
 		}
 		assertNothingLeft(t, operatorNamespace)
 	})
