@@ -67,8 +67,8 @@ type rangeResult struct {
 	cancelled bool // by us: a hand-over or the stop
 }
 
-// Run coordinates until ctx ends, then stops every range's work, releases
-// their Leases and leaves the membership. It returns nil then, the first
+// Run coordinates until ctx ends, then leaves the membership and stops
+// every range's work, releasing each range's Lease once its work is done. It returns nil then, the first
 // ErrLeaseLost (at once), or the first error a range's work returned.
 func (c *Coordinator) Run(ctx context.Context) error {
 	if len(c.Ranges) == 0 || c.Members == nil || c.Work == nil || c.NewElector == nil || c.Interval <= 0 {
@@ -82,16 +82,20 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	held := map[int]*running{}
 	results := make(chan rangeResult, len(c.Ranges))
 	var wg sync.WaitGroup
+	// stopAll leaves the membership first, so that the others take each
+	// range as soon as its own work has drained and its Lease is released,
+	// not once the slowest range has: the range Leases, still renewed
+	// while their work drains, fence them meanwhile.
 	stopAll := func() {
 		for _, h := range held {
 			h.cancel()
 		}
-		wg.Wait()
 		leave()
 		if err := <-membersDone; err != nil {
 			// The others drop it after Members.Duration instead.
 			logger.Error(err, "Leaving the shard members")
 		}
+		wg.Wait()
 	}
 
 	// The members are read in a goroutine of their own: a list that hangs

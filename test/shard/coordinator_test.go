@@ -25,6 +25,9 @@ type record struct {
 type ledger struct {
 	mu      sync.Mutex
 	byRange map[int][]*record
+	// slow, when set, is how long a range's work drains on a replica
+	// ("replica/index"); 50 ms otherwise.
+	slow map[string]time.Duration
 }
 
 func (l *ledger) work(replica string) func(ctx context.Context, r shard.Range) error {
@@ -34,7 +37,13 @@ func (l *ledger) work(replica string) func(ctx context.Context, r shard.Range) e
 		l.byRange[r.Index] = append(l.byRange[r.Index], rec)
 		l.mu.Unlock()
 		<-ctx.Done()
-		time.Sleep(50 * time.Millisecond) // in-flight work draining
+		l.mu.Lock()
+		drain, ok := l.slow[fmt.Sprintf("%s/%d", replica, r.Index)]
+		l.mu.Unlock()
+		if !ok {
+			drain = 50 * time.Millisecond
+		}
+		time.Sleep(drain) // in-flight work draining
 		l.mu.Lock()
 		rec.end = time.Now()
 		l.mu.Unlock()
@@ -186,6 +195,94 @@ func TestCoordinatorsSplitAndHandOverRanges(t *testing.T) {
 	balanced("after a left", "replica-b", "replica-c")
 	t.Logf("balanced over two replicas %s after a stopped", time.Since(began).Round(time.Millisecond))
 
+	if o := l.overlaps(); len(o) > 0 {
+		t.Errorf("ranges ran on two replicas at once:\n%v", o)
+	}
+}
+
+// TestStoppingReplicaHandsOverEachRangeOnceDrained: a replica stopping
+// gracefully hands over each range as soon as that range's own work has
+// drained, not once its slowest range has: the others take its drained
+// ranges while one of them still drains, and no range runs twice at once.
+func TestStoppingReplicaHandsOverEachRangeOnceDrained(t *testing.T) {
+	if env == nil {
+		t.Skip("needs the control plane")
+	}
+	ns := env.Namespace(t)
+	client := env.KubeClient(t)
+	const n = 4
+	ranges, _ := shard.Ranges(n)
+	opts := leader.DefaultOptions()
+	opts.LeaseNamespace = ns
+	opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod = 4*time.Second, 2*time.Second, 300*time.Millisecond
+	l := &ledger{byRange: map[int][]*record{}, slow: map[string]time.Duration{}}
+	run := func(id string) (stop context.CancelFunc, done chan struct{}) {
+		c := &shard.Coordinator{
+			Ranges:   ranges,
+			Members:  &shard.Members{Client: client.CoordinationV1(), Namespace: ns, Group: "handroll-leader", Identity: id, Duration: 3 * time.Second},
+			Election: opts,
+			NewElector: func(o leader.Options) (*leader.Elector, error) {
+				return leader.New(env.Config, o, prometheus.NewRegistry())
+			},
+			Work:     l.work(id),
+			Interval: 300 * time.Millisecond,
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done = make(chan struct{})
+		go func() { defer close(done); _ = c.Run(ctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+		return cancel, done
+	}
+	waitFor := func(what string, timeout time.Duration, ok func([]string) bool) []string {
+		t.Helper()
+		deadline := time.Now().Add(timeout)
+		for {
+			hs := l.holders(n)
+			if ok(hs) {
+				return hs
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within %s; ranges run by %v", what, timeout, hs)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	count := func(hs []string, id string) int {
+		k := 0
+		for _, h := range hs {
+			if h == id {
+				k++
+			}
+		}
+		return k
+	}
+	stopA, doneA := run("replica-a")
+	run("replica-b")
+	hs := waitFor("two replicas with two ranges each", time.Minute, func(hs []string) bool {
+		return count(hs, "replica-a") == 2 && count(hs, "replica-b") == 2
+	})
+	var aRanges []int
+	for i, h := range hs {
+		if h == "replica-a" {
+			aRanges = append(aRanges, i)
+		}
+	}
+	slow, quick := aRanges[0], aRanges[1]
+	const slowDrain = 8 * time.Second
+	l.mu.Lock()
+	l.slow[fmt.Sprintf("replica-a/%d", slow)] = slowDrain
+	l.mu.Unlock()
+
+	began := time.Now()
+	stopA()
+	waitFor(fmt.Sprintf("b runs range %d, which a drained at once", quick), slowDrain, func(hs []string) bool { return hs[quick] == "replica-b" })
+	took := time.Since(began)
+	if hs := l.holders(n); hs[slow] != "replica-a" {
+		t.Errorf("range %d is run by %q, want a, still draining it", slow, hs[slow])
+	}
+	t.Logf("b took range %d %s after a began to stop, while a still drained range %d", quick, took.Round(time.Millisecond), slow)
+	<-doneA
+	waitFor("b runs every range once a is gone", 30*time.Second, func(hs []string) bool { return count(hs, "replica-b") == n })
 	if o := l.overlaps(); len(o) > 0 {
 		t.Errorf("ranges ran on two replicas at once:\n%v", o)
 	}
