@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
+	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
@@ -114,13 +115,16 @@ func startSharded(ctx context.Context, o options, d shardedDeps) error {
 	if err != nil {
 		return fmt.Errorf("step 8, cache: %w", err)
 	}
-	held := &heldCaches{byRange: map[int]*handrollcache.Caches{}}
+	held := &heldCaches{byRange: map[int]syncer{}}
 	d.health.AddReadinessCheck(server.Check{Name: "informer-sync", Check: func(*http.Request) error {
 		if shared != nil {
 			if unsynced := shared.caches.Unsynced(); len(unsynced) > 0 {
 				return fmt.Errorf("not synced: %s", strings.Join(unsynced, ", "))
 			}
 		}
+		return held.ready()
+	}})
+	d.health.AddReadinessReport(server.Check{Name: "range-informer-sync", Check: func(*http.Request) error {
 		if unsynced := held.unsynced(); len(unsynced) > 0 {
 			return fmt.Errorf("not synced: %s", strings.Join(unsynced, ", "))
 		}
@@ -254,19 +258,22 @@ func startSharded(ctx context.Context, o options, d shardedDeps) error {
 
 	// Step 11 — the ranges' elections (shard.Coordinator): membership,
 	// assignment, one Lease per range.
+	members, err := newMembers(d.cfg, o, d.identity)
+	if err != nil {
+		return fmt.Errorf("step 11, election: %w", err)
+	}
 	coordinator := &shard.Coordinator{
-		Ranges: ranges,
-		Members: &shard.Members{
-			Client: d.kube.CoordinationV1(), Namespace: o.leader.LeaseNamespace,
-			Group: o.leader.LeaseName, Identity: d.identity, Duration: o.leader.LeaseDuration,
-			Split: strconv.Itoa(o.shards), SingleLeader: o.leader.LeaseName,
-		},
+		Ranges:     ranges,
+		Members:    members,
 		Election:   o.leader,
 		NewElector: func(opts leader.Options) (*leader.Elector, error) { return leader.New(d.cfg, opts, d.registry) },
 		Work:       work,
 		Interval:   o.leader.RetryPeriod,
 		Metrics:    metrics,
 	}
+	// The single leader's elector does not run with --shards: its check in
+	// /healthz passes, and the ranges' electors answer instead.
+	d.health.AddLivenessCheck(coordinator.HealthCheck())
 	cacheCtx, stopEvents := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopEvents()
 	d.broadcaster.StartRecordingToSink(cacheCtx.Done())
@@ -289,13 +296,43 @@ func startSharded(ctx context.Context, o options, d shardedDeps) error {
 	return st.waitThenStop(ctx, d.srvs.errs, "shard election", "the ranges")
 }
 
-// heldCaches are the caches of the ranges this replica holds, for /readyz.
-type heldCaches struct {
-	mu      sync.Mutex
-	byRange map[int]*handrollcache.Caches
+// newMembers is this replica's shard membership. Its renewals go through a
+// client of their own, as the range Leases' do (leader.ClientConfig): on
+// the controllers' rate-limited client, with no timeout, a burst of writes
+// could hold a renewal past the Lease duration, and the others would judge
+// a live replica gone and take its ranges' places in the assignment.
+func newMembers(cfg *rest.Config, o options, identity string) (*shard.Members, error) {
+	client, err := coordinationv1.NewForConfig(leader.ClientConfig(cfg, o.leader, "shard-members"))
+	if err != nil {
+		return nil, fmt.Errorf("shard membership client: %w", err)
+	}
+	return &shard.Members{
+		Client: client, Namespace: o.leader.LeaseNamespace,
+		Group: o.leader.LeaseName, Identity: identity, Duration: o.leader.LeaseDuration,
+		Split: strconv.Itoa(o.shards), SingleLeader: o.leader.LeaseName,
+	}, nil
 }
 
-func (h *heldCaches) add(r shard.Range, c *handrollcache.Caches) {
+// syncer is a range's caches, as readiness sees them.
+type syncer interface{ Unsynced() []string }
+
+// heldCaches are the caches of the ranges this replica holds, for /readyz.
+//
+// They count towards readiness only until they have first synced: a
+// replica starting (a rollout's new pod) is Ready once its first ranges
+// can be reconciled, which paces the rollout. Ranges taken over later
+// never make a Ready replica unready: when a replica dies, every survivor
+// syncs its share of the ranges at once, and counting those syncs could
+// empty the webhook Service, which the webhooks (failurePolicy: Fail) need
+// and which does not depend on any range's cache. The range-informer-sync
+// report still shows them.
+type heldCaches struct {
+	mu       sync.Mutex
+	byRange  map[int]syncer
+	wasReady bool // every held range had synced, with at least one held
+}
+
+func (h *heldCaches) add(r shard.Range, c syncer) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.byRange[r.Index] = c
@@ -305,6 +342,22 @@ func (h *heldCaches) remove(r shard.Range) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.byRange, r.Index)
+}
+
+// ready is the readiness check's part of the held ranges.
+func (h *heldCaches) ready() error {
+	unsynced := h.unsynced()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case h.wasReady:
+		return nil
+	case len(unsynced) > 0:
+		return fmt.Errorf("not synced: %s", strings.Join(unsynced, ", "))
+	case len(h.byRange) > 0:
+		h.wasReady = true
+	}
+	return nil
 }
 
 // unsynced names the informers of held ranges that have not synced.

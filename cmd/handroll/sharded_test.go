@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,9 +12,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/rest"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/handroll/handroll/pkg/leader"
+	"github.com/handroll/handroll/pkg/shard"
 )
 
 func TestValidateShards(t *testing.T) {
@@ -99,5 +104,62 @@ func TestWaitForNoShardsGivesUpOnAPermanentError(t *testing.T) {
 		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
 			t.Errorf("%s: %v; want an error that says %q", tc.name, err, tc.wantErr)
 		}
+	}
+}
+
+// TestMembersRenewOnAClientOfTheirOwn: the membership's renewals do not
+// wait in the controllers' rate limiter, and cannot hang without a timeout.
+func TestMembersRenewOnAClientOfTheirOwn(t *testing.T) {
+	shared := flowcontrol.NewTokenBucketRateLimiter(1, 1)
+	cfg := &rest.Config{Host: "https://127.0.0.1:1", QPS: 1, Burst: 1, RateLimiter: shared}
+	o := options{shards: 4, leader: leader.DefaultOptions()}
+	m, err := newMembers(cfg, o, "replica-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, ok := m.Client.(*coordinationclient.CoordinationV1Client)
+	if !ok {
+		t.Fatalf("the membership client is a %T", m.Client)
+	}
+	rc, ok := client.RESTClient().(*rest.RESTClient)
+	if !ok {
+		t.Fatalf("its REST client is a %T", client.RESTClient())
+	}
+	if rc.GetRateLimiter() == shared {
+		t.Error("the membership renews through the controllers' rate limiter")
+	}
+	if rc.Client.Timeout != o.leader.RequestTimeout() {
+		t.Errorf("the membership's requests time out after %s, want %s", rc.Client.Timeout, o.leader.RequestTimeout())
+	}
+}
+
+// unsyncedNames is a range's caches with the informers not yet synced.
+type unsyncedNames []string
+
+func (u *unsyncedNames) Unsynced() []string { return *u }
+
+// TestRangesTakenOverKeepAReplicaReady: a replica's first ranges gate its
+// readiness until they sync; ranges it takes over later (a replica died)
+// never take it out of the webhook Service, and are still reported.
+func TestRangesTakenOverKeepAReplicaReady(t *testing.T) {
+	held := &heldCaches{byRange: map[int]syncer{}}
+	if err := held.ready(); err != nil {
+		t.Errorf("holding no range: %v", err)
+	}
+	first := &unsyncedNames{"webapps"}
+	held.add(shard.Range{Index: 0, Count: 4}, first)
+	if err := held.ready(); err == nil || !strings.Contains(err.Error(), "range 0: webapps") {
+		t.Errorf("its first range not synced: %v, want not ready, naming it", err)
+	}
+	*first = nil
+	if err := held.ready(); err != nil {
+		t.Errorf("its first range synced: %v", err)
+	}
+	held.add(shard.Range{Index: 1, Count: 4}, &unsyncedNames{"deployments"})
+	if err := held.ready(); err != nil {
+		t.Errorf("a range taken over, not yet synced: %v, want still ready", err)
+	}
+	if got := held.unsynced(); !slices.Equal(got, []string{"range 1: deployments"}) {
+		t.Errorf("reported unsynced = %q", got)
 	}
 }

@@ -93,28 +93,7 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Elector, e
 		return nil, fmt.Errorf("registering the leader election metrics: %w", err)
 	}
 
-	// Leader election gets its own rest.Config, so that the controllers'
-	// traffic cannot starve renewals:
-	//   - its own client-side rate limiter: a shared one, drained by a burst
-	//     of reconciles or an informer relist, would queue a renewal behind
-	//     them (RateLimiter is cleared: CopyConfig copies a shared one);
-	//   - a timeout of its own, Options.RequestTimeout (one retry period):
-	//     one hung request must not use up the whole deadline, and the
-	//     answer to the last renewal the API server accepted arrives at most
-	//     that late, which Validate counts in (the controllers may run with
-	//     no timeout at all, --kube-api-timeout=0);
-	//   - its own user agent (the caller's + "/leader-election"), so its
-	//     requests are told apart in the API server's logs and audit.
-	e.config = rest.CopyConfig(cfg)
-	if e.config.UserAgent == "" {
-		e.config.UserAgent = rest.DefaultKubernetesUserAgent()
-	}
-	e.config.UserAgent += "/leader-election"
-	e.config.RateLimiter = nil
-	e.config.QPS = leaseClientQPS
-	e.config.Burst = leaseClientBurst
-	e.config.Timeout = opts.RequestTimeout()
-
+	e.config = ClientConfig(cfg, opts, "leader-election")
 	client, err := coordinationv1.NewForConfig(e.config)
 	if err != nil {
 		return nil, fmt.Errorf("leader election client: %w", err)
@@ -125,6 +104,32 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Elector, e
 		LockConfig: resourcelock.ResourceLockConfig{Identity: e.opts.Identity},
 	}
 	return e, nil
+}
+
+// ClientConfig is the rest.Config of a client that keeps Leases renewed:
+// leader election's, and the shard membership's (user agent suffix agent).
+// It is cfg with, so that the controllers' traffic cannot starve renewals:
+//   - a client-side rate limiter of its own: a shared one, drained by a
+//     burst of reconciles or an informer relist, would queue a renewal
+//     behind them (RateLimiter is cleared: CopyConfig copies a shared one);
+//   - a timeout of its own, Options.RequestTimeout (one retry period): one
+//     hung request must not use up the whole deadline, and the answer to
+//     the last renewal the API server accepted arrives at most that late,
+//     which Validate counts in (the controllers may run with no timeout at
+//     all, --kube-api-timeout=0);
+//   - its own user agent (the caller's + "/" + agent), so its requests are
+//     told apart in the API server's logs and audit.
+func ClientConfig(cfg *rest.Config, opts Options, agent string) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	if c.UserAgent == "" {
+		c.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	c.UserAgent += "/" + agent
+	c.RateLimiter = nil
+	c.QPS = leaseClientQPS
+	c.Burst = leaseClientBurst
+	c.Timeout = opts.RequestTimeout()
+	return c
 }
 
 // Identity is the holderIdentity this replica writes into the Lease (empty

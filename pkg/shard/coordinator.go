@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/handroll/handroll/pkg/leader"
+	"github.com/handroll/handroll/pkg/server"
 )
 
 // Coordinator runs this replica's share of the ranges. Every Interval it
@@ -40,6 +42,9 @@ type Coordinator struct {
 	// Interval is how often the members are read.
 	Interval time.Duration
 	Metrics  *Metrics
+
+	mu       sync.Mutex
+	electors map[int]*leader.Elector // of the ranges being elected or held
 }
 
 // RangeLease is the Lease of range r: its count is in the name, so that a
@@ -196,10 +201,12 @@ func (c *Coordinator) start(ctx context.Context, r Range, results chan<- rangeRe
 	if err != nil {
 		return nil, fmt.Errorf("range %v: %w", r, err)
 	}
+	c.track(r, e)
 	rctx, cancel := context.WithCancel(ctx)
 	h := &running{cancel: cancel, done: make(chan struct{})}
 	wg.Go(func() {
 		defer close(h.done)
+		defer c.track(r, nil)
 		err := e.Run(rctx, func(leading context.Context) error {
 			c.Metrics.held(r, true)
 			defer c.Metrics.held(r, false)
@@ -208,6 +215,38 @@ func (c *Coordinator) start(ctx context.Context, r Range, results chan<- rangeRe
 		results <- rangeResult{r: r, err: err, cancelled: rctx.Err() != nil}
 	})
 	return h, nil
+}
+
+func (c *Coordinator) track(r Range, e *leader.Elector) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e == nil {
+		delete(c.electors, r.Index)
+		return
+	}
+	if c.electors == nil {
+		c.electors = map[int]*leader.Elector{}
+	}
+	c.electors[r.Index] = e
+}
+
+// HealthCheck is the ranges' counterpart of the single leader's
+// leader-election check, for /healthz: it fails while any range's elector
+// holds its Lease without having renewed it for longer than the Lease
+// duration and a tolerance (leaderelection.HealthzAdaptor), a replica
+// whose range electors are stuck.
+func (c *Coordinator) HealthCheck() server.Check {
+	return server.Check{Name: "shard-leader-election", Check: func(req *http.Request) error {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		var errs []error
+		for i, e := range c.electors {
+			if err := e.HealthCheck().Check(req); err != nil {
+				errs = append(errs, fmt.Errorf("range %v: %w", c.Ranges[i], err))
+			}
+		}
+		return errors.Join(errs...)
+	}}
 }
 
 // Metrics are the coordinator's: the ranges held, and the hand-overs.

@@ -3,6 +3,7 @@ package shard
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -88,6 +89,12 @@ func splitTheWebApps(t *testing.T, env *controlplane.ControlPlane) (a, b *operat
 	})
 	replicasAre := func(want int32) func() (bool, string) { return appsHaveReplicas(ctx, kube, namespaces, want) }
 	eventually("every WebApp's Deployment exists", replicasAre(1))
+	// The ranges' electors answer /healthz, as the single leader's does.
+	for _, o := range []*operator.Operator{a, b} {
+		if code, body := o.Probe(t, "/healthz?verbose"); code != http.StatusOK || !strings.Contains(body, "[+]shard-leader-election ok") {
+			t.Errorf("/healthz?verbose: %d\n%s\nwant 200 with the ranges' election checked", code, body)
+		}
+	}
 
 	// a stops; b takes its ranges and reconciles what changes in them.
 	if err := a.Stop(t, syscall.SIGTERM, 30*time.Second); err != nil {

@@ -72,17 +72,16 @@ func NewController(r *Reconciler, inf Informers, opts controller.Options) (*cont
 		}
 	}
 	// What the reconciler remembers having written of a child holds until
-	// the child's next event (justWritten).
-	for kind, informers := range map[string][][]cache.SharedIndexInformer{
-		"Deployment": {inf.Deployments, inf.DeploymentMetadata},
-		"Service":    {inf.Services, inf.ServiceMetadata},
-		"ConfigMap":  {inf.ConfigMaps, inf.ConfigMapMetadata},
+	// the child's next event in the cache it reads (justWritten): not the
+	// metadata informers', which may run ahead of it.
+	for kind, informers := range map[string][]cache.SharedIndexInformer{
+		"Deployment": inf.Deployments,
+		"Service":    inf.Services,
+		"ConfigMap":  inf.ConfigMaps,
 	} {
-		for _, list := range informers {
-			for _, informer := range list {
-				if err := r.recent.observe(informer, kind); err != nil {
-					return nil, err
-				}
+		for _, informer := range informers {
+			if err := r.recent.observe(informer, kind); err != nil {
+				return nil, err
 			}
 		}
 	}

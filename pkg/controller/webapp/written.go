@@ -20,10 +20,13 @@ const writtenMaxAge = 30 * time.Second
 // the same thing twice: the expectations of kube-controller-manager's
 // ReplicaSet controller, for one write per object.
 //
-// Any event for the object in the informer drops what was remembered
-// (observe): the cache has it from then on. That matters where the version
-// alone cannot tell, an object created and deleted again before a reconcile
-// saw it, which is absent both before and after.
+// Any event for the object in the full informer, the one the reconciler
+// reads, drops what was remembered (observe): that cache has it from then
+// on. That matters where the version alone cannot tell, an object created
+// and deleted again before a reconcile saw it, which is absent both before
+// and after. A metadata informer's events drop nothing: it is a watch of
+// its own, often ahead of the full one, and its event says nothing about
+// what the full cache holds.
 type justWritten struct {
 	m        sync.Map // key → written
 	observed sync.Map // informer → struct{}: observe adds its handler once
@@ -31,31 +34,42 @@ type justWritten struct {
 
 type written struct {
 	from string // the cached resourceVersion the write was decided on; "" for none
+	to   string // the written object's resourceVersion; "" when unknown
 	obj  any
 	at   time.Time
 }
 
 // seen returns what was written of key while the cache still shows
-// cachedRV, the version the write was decided on; once the cache shows any
-// other version the memory is dropped and the cache is right.
+// cachedRV, the version the write was decided on, or the written version
+// itself: a filtered child's full cache may lag behind the metadata cache
+// it is then read from, whose partial object would be applied again. Once
+// the cache shows any other version the memory is dropped and the cache is
+// right. Versions are compared for equality only: they are opaque.
 func (j *justWritten) seen(key, cachedRV string) (any, bool) {
 	v, ok := j.m.Load(key)
 	if !ok {
 		return nil, false
 	}
-	if w := v.(written); w.from == cachedRV && time.Since(w.at) < writtenMaxAge {
+	if w := v.(written); (w.from == cachedRV || w.to != "" && w.to == cachedRV) && time.Since(w.at) < writtenMaxAge {
 		return w.obj, true
 	}
 	j.m.CompareAndDelete(key, v)
 	return nil, false
 }
 
-// wrote records obj as written to key, decided on cachedRV.
+// wrote records obj as written to key, decided on cachedRV. An obj with
+// metadata (a child, not a status) records its resourceVersion too.
 func (j *justWritten) wrote(key, cachedRV string, obj any) {
-	j.m.Store(key, written{from: cachedRV, obj: obj, at: time.Now()})
+	w := written{from: cachedRV, obj: obj, at: time.Now()}
+	if m, err := meta.Accessor(obj); err == nil {
+		w.to = m.GetResourceVersion()
+	}
+	j.m.Store(key, w)
 }
 
 // observe drops key's memory when its informer delivers any event for it.
+// Give it only the informers whose listers the reconciler reads the kind
+// from, never a metadata informer (see justWritten).
 //
 // Several controllers on one reconciler (one per range of --shards, on
 // shared informers) observe an informer once: a handler added per
@@ -68,7 +82,7 @@ func (j *justWritten) observe(informer cache.SharedIndexInformer, kind string) e
 		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = tomb.Obj
 		}
-		if m, err := meta.Accessor(obj); err == nil { // a metadata cache's Ref too
+		if m, err := meta.Accessor(obj); err == nil {
 			j.m.Delete(childKey(kind, m.GetNamespace(), m.GetName()))
 		}
 	}

@@ -1,0 +1,237 @@
+package webapp
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
+
+	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
+	"github.com/handroll/handroll/pkg/controller"
+	handrollfake "github.com/handroll/handroll/pkg/generated/clientset/versioned/fake"
+	handrolllisters "github.com/handroll/handroll/pkg/generated/listers/handroll/v1"
+)
+
+// fakeInformer is an informer the test drives by hand: deliver stores an
+// object and then calls the handlers, in client-go's order.
+type fakeInformer struct {
+	cache.SharedIndexInformer // nil: only what NewController uses is here
+	indexer                   cache.Indexer
+	handlers                  []cache.ResourceEventHandler
+}
+
+func newFakeInformer() *fakeInformer {
+	return &fakeInformer{indexer: cache.NewIndexer(cache.MetaNamespaceKeyFunc,
+		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})}
+}
+
+func (f *fakeInformer) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
+	f.handlers = append(f.handlers, h)
+	return nil, nil
+}
+
+func (f *fakeInformer) GetIndexer() cache.Indexer { return f.indexer }
+func (f *fakeInformer) GetStore() cache.Store     { return f.indexer }
+
+func (f *fakeInformer) deliver(t *testing.T, obj any) {
+	t.Helper()
+	old, exists, err := f.indexer.Get(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exists {
+		if err := f.indexer.Update(obj); err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range f.handlers {
+			h.OnUpdate(old, obj)
+		}
+		return
+	}
+	if err := f.indexer.Add(obj); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range f.handlers {
+		h.OnAdd(obj, false)
+	}
+}
+
+// metadataIndexer reads a metadata informer's store (MetadataGetter).
+type metadataIndexer struct{ cache.Indexer }
+
+func (m metadataIndexer) Get(namespace, name string) (*metav1.PartialObjectMetadata, error) {
+	obj, ok, err := m.GetByKey(namespace + "/" + name)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, apierrors.NewNotFound(corev1.Resource("unknown"), name)
+	}
+	return obj.(*metav1.PartialObjectMetadata).DeepCopy(), nil
+}
+
+// TestMetadataEventDoesNotEndJustWritten drives a child's metadata
+// informer ahead of its full informer (two watches, no order between them)
+// and checks that a reconcile in between does not apply again.
+func TestMetadataEventDoesNotEndJustWritten(t *testing.T) {
+	ctx := context.Background()
+	w := &handrollv1.WebApp{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "shop", UID: "uid-shop", ResourceVersion: "1", Generation: 1},
+		Spec:       handrollv1.WebAppSpec{Image: "nginx:1", Config: map[string]string{"k": "v"}},
+	}
+	webapps := newFakeInformer()
+	if err := webapps.indexer.Add(w); err != nil {
+		t.Fatal(err)
+	}
+
+	// The fake tracker keeps no resourceVersion in objects: stamp each
+	// apply's answer, as the API server would, and keep it to deliver.
+	kube := fake.NewClientset()
+	var mu sync.Mutex
+	rv := 100
+	latest := map[string]runtime.Object{}
+	kube.PrependReactor("patch", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		handled, obj, err := clienttesting.ObjectReaction(kube.Tracker())(a)
+		if err != nil || obj == nil {
+			return handled, obj, err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		rv++
+		m, _ := meta.Accessor(obj)
+		m.SetResourceVersion(strconv.Itoa(rv))
+		latest[a.GetResource().Resource+"/"+m.GetName()] = obj.DeepCopyObject()
+		return handled, obj, err
+	})
+	hr := handrollfake.NewSimpleClientset()
+	hr.PrependReactor("patch", "webapps", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, w.DeepCopy(), nil
+	})
+
+	deployments, services, configMaps := newFakeInformer(), newFakeInformer(), newFakeInformer()
+	deploymentMeta, serviceMeta, configMapMeta := newFakeInformer(), newFakeInformer(), newFakeInformer()
+	recorder := events.NewFakeRecorder(100)
+	r := &Reconciler{
+		WebApps:               handrolllisters.NewWebAppLister(webapps.indexer),
+		Deployments:           appslisters.NewDeploymentLister(deployments.indexer),
+		Services:              corelisters.NewServiceLister(services.indexer),
+		ConfigMaps:            corelisters.NewConfigMapLister(configMaps.indexer),
+		Client:                hr,
+		Kube:                  kube,
+		Recorder:              recorder,
+		ChildrenCacheFiltered: true,
+		DeploymentMeta:        metadataIndexer{deploymentMeta.indexer},
+		ServiceMeta:           metadataIndexer{serviceMeta.indexer},
+		ConfigMapMeta:         metadataIndexer{configMapMeta.indexer},
+	}
+	if _, err := NewController(r, Informers{
+		WebApps:     []cache.SharedIndexInformer{webapps},
+		Deployments: []cache.SharedIndexInformer{deployments},
+		Services:    []cache.SharedIndexInformer{services},
+		ConfigMaps:  []cache.SharedIndexInformer{configMaps},
+
+		DeploymentMetadata: []cache.SharedIndexInformer{deploymentMeta},
+		ServiceMetadata:    []cache.SharedIndexInformer{serviceMeta},
+		ConfigMapMetadata:  []cache.SharedIndexInformer{configMapMeta},
+	}, controller.Options{}); err != nil {
+		t.Fatal(err)
+	}
+
+	type child struct {
+		resource string
+		name     string
+		full     *fakeInformer
+		meta     *fakeInformer
+	}
+	children := []child{
+		{"deployments", "shop", deployments, deploymentMeta},
+		{"services", "shop", services, serviceMeta},
+		{"configmaps", handrollv1.OwnedConfigMapName("shop"), configMaps, configMapMeta},
+	}
+	object := func(c child) runtime.Object {
+		mu.Lock()
+		defer mu.Unlock()
+		obj := latest[c.resource+"/"+c.name]
+		if obj == nil {
+			t.Fatalf("%s %s was never applied", c.resource, c.name)
+		}
+		return obj.DeepCopyObject()
+	}
+	metadataOf := func(obj runtime.Object) *metav1.PartialObjectMetadata {
+		m := obj.(metav1.ObjectMetaAccessor).GetObjectMeta().(*metav1.ObjectMeta)
+		return &metav1.PartialObjectMetadata{ObjectMeta: *m.DeepCopy()}
+	}
+	// applied reconciles and returns the Created and Updated events.
+	applied := func() []string {
+		t.Helper()
+		if _, err := r.Reconcile(ctx, controller.Request{Namespace: w.Namespace, Name: w.Name}); err != nil {
+			t.Fatalf("Reconcile: %v", err)
+		}
+		var got []string
+		for {
+			select {
+			case e := <-recorder.Events:
+				if strings.HasPrefix(e, "Normal "+EventCreated+" ") || strings.HasPrefix(e, "Normal "+EventUpdated+" ") {
+					got = append(got, e)
+				}
+			default:
+				return got
+			}
+		}
+	}
+
+	if got := applied(); len(got) != 1 || !strings.HasPrefix(got[0], "Normal Created") {
+		t.Fatalf("first reconcile: events %q, want one Created", got)
+	}
+
+	// Created: the metadata informers see the children first.
+	for _, c := range children {
+		c.meta.deliver(t, metadataOf(object(c)))
+	}
+	if got := applied(); len(got) > 0 {
+		t.Errorf("after the metadata events of the creates, before the full ones: %q, want no apply", got)
+	}
+	for _, c := range children {
+		c.full.deliver(t, object(c))
+	}
+	if got := applied(); len(got) > 0 {
+		t.Errorf("with every cache up to date: %q, want no apply", got)
+	}
+
+	// Updated: a new image rolls the Deployment; its metadata event comes
+	// first.
+	w = w.DeepCopy()
+	w.Spec.Image, w.Generation, w.ResourceVersion = "nginx:2", 2, "2"
+	if err := webapps.indexer.Update(w); err != nil {
+		t.Fatal(err)
+	}
+	if got := applied(); len(got) != 1 || got[0] != "Normal Updated Updated Deployment shop" {
+		t.Fatalf("after the image change: %q, want the Deployment updated", got)
+	}
+	dep := children[0]
+	dep.meta.deliver(t, metadataOf(object(dep)))
+	if got := applied(); len(got) > 0 {
+		t.Errorf("after the Deployment's metadata event, before its full one: %q, want no apply", got)
+	}
+	dep.full.deliver(t, object(dep))
+	if got := applied(); len(got) > 0 {
+		t.Errorf("with every cache up to date: %q, want no apply", got)
+	}
+	if d := object(dep).(*appsv1.Deployment); d.Spec.Template.Spec.Containers[0].Image != "nginx:2" {
+		t.Errorf("Deployment image %q, want nginx:2", d.Spec.Template.Spec.Containers[0].Image)
+	}
+}
