@@ -31,9 +31,9 @@ type Options struct {
 	// Namespaces to cache; empty means all. With several, each gets its own
 	// informers (a watch cannot span a chosen set of namespaces).
 	Namespaces []string
-	// ChildSelector is the label selector for the full objects cached of
-	// Deployments, Services and ConfigMaps; empty caches them all. The
-	// metadata caches are never filtered.
+	// ChildSelector is the label selector for the typed objects cached of
+	// Deployments, Services and ConfigMaps (trimmed by TrimChild); empty
+	// caches them all. The metadata caches are never filtered.
 	ChildSelector string
 	// SyncPeriod is the informers' resync period; 0 disables resyncs.
 	SyncPeriod time.Duration
@@ -48,15 +48,16 @@ type Options struct {
 }
 
 // Caches are the informers of one operator: WebApps; the Deployments,
-// Services and ConfigMaps it owns, whole; and the metadata alone of every
-// Deployment, Service and ConfigMap. Listers answer from whichever
-// namespace's informer holds the object.
+// Services and ConfigMaps it owns, trimmed to what is read of them
+// (TrimChild); and the metadata alone of every Deployment, Service and
+// ConfigMap. Listers answer from whichever namespace's informer holds the
+// object.
 //
-// The split keeps memory in proportion to handroll's own objects: a full
-// object is cached only when labelled as ours, and of the rest (other
-// teams' ConfigMaps, which may be large) only what the foreign-name check
-// and the spec.configMapRef watch read: name, resourceVersion and the
-// controller's uid (Ref).
+// The split keeps memory in proportion to handroll's own objects: an
+// object is cached as a typed object only when labelled as ours, and of
+// the rest (other teams' ConfigMaps, which may be large) only what the
+// foreign-name check and the spec.configMapRef watch read: name,
+// resourceVersion and the controller's uid (Ref).
 type Caches struct {
 	namespaces []string // metav1.NamespaceAll alone when watching everything
 	extraNS    string   // the operator's namespace, when outside namespaces
@@ -93,7 +94,7 @@ func New(kube kubernetes.Interface, handroll clientset.Interface, meta metadata.
 		c.handroll[ns] = informers.NewSharedInformerFactoryWithOptions(handroll, o.SyncPeriod,
 			informers.WithNamespace(ns), informers.WithTransform(StripForCache), informers.WithTweakListOptions(shard))
 		c.children[ns] = kubeinformers.NewSharedInformerFactoryWithOptions(kube, o.SyncPeriod,
-			kubeinformers.WithNamespace(ns), kubeinformers.WithTransform(StripForCache),
+			kubeinformers.WithNamespace(ns), kubeinformers.WithTransform(TrimChild),
 			kubeinformers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = o.ChildSelector; shard(lo) }))
 		c.metadata[ns] = metadatainformer.NewFilteredSharedInformerFactory(meta, o.SyncPeriod, ns, shard)
 	}
@@ -103,7 +104,7 @@ func New(kube kubernetes.Interface, handroll clientset.Interface, meta metadata.
 		if _, ok := c.factoryNamespace(ns); !ok || o.ShardSelector != "" {
 			c.extraNS = ns
 			c.extra = kubeinformers.NewSharedInformerFactoryWithOptions(kube, o.SyncPeriod,
-				kubeinformers.WithNamespace(ns), kubeinformers.WithTransform(StripForCache),
+				kubeinformers.WithNamespace(ns), kubeinformers.WithTransform(TrimChild),
 				kubeinformers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = o.ChildSelector }))
 		}
 	}

@@ -35,7 +35,7 @@ func testWebApp() *handrollv1.WebApp {
 
 // roundTrip turns an apply configuration into the typed object the API
 // server would store (without server defaults).
-func roundTrip[T any](t *testing.T, ac any) *T {
+func roundTrip[T any](t testing.TB, ac any) *T {
 	t.Helper()
 	data, err := json.Marshal(ac)
 	if err != nil {

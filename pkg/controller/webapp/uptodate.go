@@ -20,8 +20,8 @@ import (
 //     field we own since (drift), which the hash alone cannot see.
 //
 // Fields that live has and desired does not (server defaults, status, other
-// managers' fields) do not matter. Both sides go through encoding/json, so
-// quantities and the like compare in canonical form.
+// managers' fields) do not matter. Values compare as encoding/json writes
+// them: quantities and the like in canonical form.
 //
 // Desired is compared with live the way the API server stores it: a field
 // that live's Go type drops when it is empty (env[].value "" is stored as no
@@ -29,6 +29,27 @@ import (
 // live lacks it. Where live has the field, its value still counts, so an env
 // var we set to "" and someone set to "x" is drift.
 func FirstDifference(desired any, live any) (string, error) {
+	d, l := reflect.ValueOf(desired), reflect.ValueOf(live)
+	if _, unstructured := live.(interface{ UnstructuredContent() map[string]any }); unstructured || !isStructPointer(d) || !isStructPointer(l) {
+		return differenceJSON(desired, live) // an Unstructured, a map
+	}
+	// The typed live object is read in place: encoding it whole on every
+	// reconcile was most of a no-op reconcile's time and garbage.
+	w := &walker{}
+	differs, err := w.walk(d.Elem(), l.Elem())
+	if !differs || err != nil {
+		return "", err
+	}
+	return w.path(), nil
+}
+
+func isStructPointer(v reflect.Value) bool {
+	return v.Kind() == reflect.Pointer && !v.IsNil() && v.Elem().Kind() == reflect.Struct
+}
+
+// differenceJSON is FirstDifference through encoding/json, both sides whole,
+// for a live object that is not a typed struct.
+func differenceJSON(desired any, live any) (string, error) {
 	d, err := toJSONValue(desired)
 	if err != nil {
 		return "", err
