@@ -111,7 +111,6 @@ func TestCoordinatorsSplitAndHandOverRanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 12
-	ranges, _ := shard.Ranges(n)
 	l := &ledger{byRange: map[int][]*record{}}
 	opts := leader.DefaultOptions()
 	opts.LeaseNamespace = ns
@@ -123,16 +122,7 @@ func TestCoordinatorsSplitAndHandOverRanges(t *testing.T) {
 		err    *error // Run's result, once done is closed
 	}
 	start := func(id string) replica {
-		c := &shard.Coordinator{
-			Ranges:   ranges,
-			Members:  &shard.Members{Client: client.CoordinationV1(), Namespace: ns, Group: "handroll-leader", Identity: id, Duration: 3 * time.Second},
-			Election: opts,
-			NewElector: func(o leader.Options) (*leader.Elector, error) {
-				return leader.New(env.Config, o, prometheus.NewRegistry())
-			},
-			Work:     l.work(id),
-			Interval: 300 * time.Millisecond,
-		}
+		c := newCoordinator(client, ns, id, n, opts, l.work(id))
 		ctx, cancel := context.WithCancel(context.Background())
 		r := replica{cancel: cancel, done: make(chan struct{}), err: new(error)}
 		go func() { defer close(r.done); *r.err = c.Run(ctx) }()
@@ -211,22 +201,12 @@ func TestStoppingReplicaHandsOverEachRangeOnceDrained(t *testing.T) {
 	ns := env.Namespace(t)
 	client := env.KubeClient(t)
 	const n = 4
-	ranges, _ := shard.Ranges(n)
 	opts := leader.DefaultOptions()
 	opts.LeaseNamespace = ns
 	opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod = 4*time.Second, 2*time.Second, 300*time.Millisecond
 	l := &ledger{byRange: map[int][]*record{}, slow: map[string]time.Duration{}}
 	run := func(id string) (stop context.CancelFunc, done chan struct{}) {
-		c := &shard.Coordinator{
-			Ranges:   ranges,
-			Members:  &shard.Members{Client: client.CoordinationV1(), Namespace: ns, Group: "handroll-leader", Identity: id, Duration: 3 * time.Second},
-			Election: opts,
-			NewElector: func(o leader.Options) (*leader.Elector, error) {
-				return leader.New(env.Config, o, prometheus.NewRegistry())
-			},
-			Work:     l.work(id),
-			Interval: 300 * time.Millisecond,
-		}
+		c := newCoordinator(client, ns, id, n, opts, l.work(id))
 		ctx, cancel := context.WithCancel(context.Background())
 		done = make(chan struct{})
 		go func() { defer close(done); _ = c.Run(ctx) }()
@@ -288,6 +268,22 @@ func TestStoppingReplicaHandsOverEachRangeOnceDrained(t *testing.T) {
 	}
 }
 
+// newCoordinator is replica id's Coordinator of n ranges, its Leases in ns,
+// with the tests' short intervals.
+func newCoordinator(client kubernetes.Interface, ns, id string, n int, opts leader.Options, work func(context.Context, shard.Range) error) *shard.Coordinator {
+	ranges, _ := shard.Ranges(n)
+	return &shard.Coordinator{
+		Ranges:   ranges,
+		Members:  &shard.Members{Client: client.CoordinationV1(), Namespace: ns, Group: "handroll-leader", Identity: id, Duration: 3 * time.Second, Split: strconv.Itoa(n)},
+		Election: opts,
+		NewElector: func(o leader.Options) (*leader.Elector, error) {
+			return leader.New(env.Config, o, prometheus.NewRegistry())
+		},
+		Work:     work,
+		Interval: 300 * time.Millisecond,
+	}
+}
+
 // TestLedgerFindsOverlaps: the overlap check above is able to fail.
 func TestLedgerFindsOverlaps(t *testing.T) {
 	t0 := time.Now()
@@ -314,17 +310,7 @@ func TestCoordinatorsWithAnotherSplitHoldNothing(t *testing.T) {
 	opts.LeaseNamespace = ns
 	opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod = 4*time.Second, 2*time.Second, 500*time.Millisecond
 	run := func(id string, n int, l *ledger) (stop func()) {
-		ranges, _ := shard.Ranges(n)
-		c := &shard.Coordinator{
-			Ranges:   ranges,
-			Members:  &shard.Members{Client: client.CoordinationV1(), Namespace: ns, Group: "handroll-leader", Identity: id, Duration: 3 * time.Second, Split: strconv.Itoa(n)},
-			Election: opts,
-			NewElector: func(o leader.Options) (*leader.Elector, error) {
-				return leader.New(env.Config, o, prometheus.NewRegistry())
-			},
-			Work:     l.work(id),
-			Interval: 300 * time.Millisecond,
-		}
+		c := newCoordinator(client, ns, id, n, opts, l.work(id))
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { defer close(done); _ = c.Run(ctx) }()

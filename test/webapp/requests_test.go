@@ -19,8 +19,10 @@ import (
 // TestRequestsPerNewWebApp counts what the operator sends to converge new
 // WebApps: no read goes to the API server (the foreign-object check answers
 // from the caches), each child is applied once, the status is written once,
-// the directory is written for a batch rather than per WebApp, and one event
-// names every child a reconcile created.
+// the directory is written for a batch rather than per WebApp, one event
+// names every child a reconcile created, and each is reconciled once: the
+// watch events of its own writes (no controller-manager runs here to move
+// the children on) start no second reconcile.
 func TestRequestsPerNewWebApp(t *testing.T) {
 	ns := env.Namespace(t)
 	op, _ := startOperator(t, "--leader-elect=false", "--namespaces="+ns)
@@ -35,6 +37,7 @@ func TestRequestsPerNewWebApp(t *testing.T) {
 		return got
 	}
 	before, served := settle(), apiServerWrites(t)
+	reconcilesBefore := reconciles(t, op)
 
 	const n = 20
 	withConfig := 0
@@ -53,6 +56,9 @@ func TestRequestsPerNewWebApp(t *testing.T) {
 		converged(t, ns, fmt.Sprintf("web-%d", i))
 	}
 	after, servedAfter := settle(), apiServerWrites(t)
+	if got := reconciles(t, op) - reconcilesBefore; got != n {
+		t.Errorf("%.0f reconciles of %d new WebApps, want one each", got, n)
+	}
 
 	delta := map[string]float64{}
 	for m, v := range after {
@@ -99,6 +105,20 @@ func TestRequestsPerNewWebApp(t *testing.T) {
 			t.Errorf("the API server served %v writes of %s; want at most %v", got, resource, limit)
 		}
 	}
+}
+
+// reconciles is the operator's count of the WebApp controller's reconciles.
+func reconciles(t *testing.T, op *operator.Operator) float64 {
+	t.Helper()
+	total := 0.0
+	for _, m := range op.Metrics(t)["controller_runtime_reconcile_total"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "controller" && l.GetValue() == "webapp" {
+				total += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return total
 }
 
 // apiServerWrites reads the API server's own count of the writes it served

@@ -85,10 +85,15 @@ func NewController(r *Reconciler, inf Informers, opts controller.Options) (*cont
 			}
 		}
 	}
-	// Owns: any change to a child (status included) reconciles its owner.
-	for _, children := range [][]cache.SharedIndexInformer{inf.Deployments, inf.Services, inf.ConfigMaps} {
-		for _, informer := range children {
-			if err := c.Watch(informer, controller.EnqueueOwner(webAppKind, true)); err != nil {
+	// Owns: any change to a child (status included) reconciles its owner,
+	// but the watch event of the reconciler's own write of it.
+	for kind, informers := range map[string][]cache.SharedIndexInformer{
+		"Deployment": inf.Deployments,
+		"Service":    inf.Services,
+		"ConfigMap":  inf.ConfigMaps,
+	} {
+		for _, informer := range informers {
+			if err := c.Watch(informer, controller.EnqueueOwner(webAppKind, true), r.recent.notEcho(kind)); err != nil {
 				return nil, err
 			}
 		}

@@ -293,7 +293,12 @@ func (r *Reconciler) ensure(ctx context.Context, w *handrollv1.WebApp, c child) 
 		// the apply puts them back.
 	}
 
+	done := r.recent.writing(key)
 	applied, err := c.apply(ctx)
+	if err == nil {
+		r.recent.wrote(key, cachedRV, applied)
+	}
+	done()
 	if err != nil {
 		if _, partial := current.(*metav1.PartialObjectMetadata); exists && !partial {
 			// Refused or failed, the object we control is still there as
@@ -302,7 +307,6 @@ func (r *Reconciler) ensure(ctx context.Context, w *handrollv1.WebApp, c child) 
 		}
 		return nil, "", err
 	}
-	r.recent.wrote(key, cachedRV, applied)
 	if exists {
 		return applied, EventUpdated, nil
 	}

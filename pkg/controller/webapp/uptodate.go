@@ -48,7 +48,8 @@ func isStructPointer(v reflect.Value) bool {
 }
 
 // differenceJSON is FirstDifference through encoding/json, both sides whole,
-// for a live object that is not a typed struct.
+// for a live object that is not a typed struct. It is also the reference
+// the tests hold the typed walk to.
 func differenceJSON(desired any, live any) (string, error) {
 	d, err := toJSONValue(desired)
 	if err != nil {

@@ -18,55 +18,13 @@ import (
 	"sigs.k8s.io/randfill"
 )
 
-// firstDifferenceJSON is FirstDifference as it was before it read objects
-// by reflection: both sides through encoding/json, whole. It is the
-// reference the tests below hold FirstDifference to.
-func firstDifferenceJSON(desired any, live any) (string, error) {
-	d, err := toJSONValue(desired)
-	if err != nil {
-		return "", err
-	}
-	l, err := toJSONValue(live)
-	if err != nil {
-		return "", err
-	}
-	stored, err := asStoredJSON(desired, live)
-	if err != nil {
-		return "", err
-	}
-	if m, ok := d.(map[string]any); ok {
-		delete(m, "apiVersion")
-		delete(m, "kind")
-	}
-	return difference(d, stored, l, ""), nil
-}
-
-func asStoredJSON(desired any, live any) (any, error) {
-	t := reflect.TypeOf(live)
-	if t != nil && t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if t == nil || t.Kind() != reflect.Struct {
-		return toJSONValue(desired)
-	}
-	data, err := json.Marshal(desired)
-	if err != nil {
-		return nil, err
-	}
-	typed := reflect.New(t).Interface()
-	if err := json.Unmarshal(data, typed); err != nil {
-		return nil, err
-	}
-	return toJSONValue(typed)
-}
-
 // sameAsJSON fails when FirstDifference and the reference disagree. Where
 // the reference fails (a value encoding/json refuses anywhere in either
 // object), FirstDifference, which reads only what desired sets, may still
 // answer: only its path, when it has one, is checked then.
 func sameAsJSON(t *testing.T, what string, desired, live any) {
 	t.Helper()
-	want, wantErr := firstDifferenceJSON(desired, live)
+	want, wantErr := differenceJSON(desired, live)
 	got, err := FirstDifference(desired, live)
 	if wantErr != nil {
 		return

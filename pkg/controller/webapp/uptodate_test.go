@@ -198,7 +198,7 @@ func TestFirstDifferenceReadsInPlace(t *testing.T) {
 	if allocs > 100 {
 		t.Errorf("FirstDifference on an up-to-date Deployment: %.0f allocations, want at most 100", allocs)
 	}
-	old := testing.AllocsPerRun(10, func() { _, _ = firstDifferenceJSON(desired, live) })
+	old := testing.AllocsPerRun(10, func() { _, _ = differenceJSON(desired, live) })
 	t.Logf("%.0f allocations; %.0f through JSON", allocs, old)
 }
 

@@ -5,12 +5,20 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/handroll/handroll/pkg/controller"
 )
 
 // writtenMaxAge bounds how long a write is remembered should its event
 // never come (it always does, even across a relist: this is a safety net).
 const writtenMaxAge = 30 * time.Second
+
+// echoWait bounds how long a child's event waits for the write in flight
+// on that child to return, to tell whether it is that write's echo: the
+// watch event of a write often arrives before its response.
+const echoWait = 2 * time.Second
 
 // justWritten remembers what this process last wrote of each object, and
 // the resourceVersion its cache showed before the write, until the cache
@@ -27,9 +35,14 @@ const writtenMaxAge = 30 * time.Second
 // and after. A metadata informer's events drop nothing: it is a watch of
 // its own, often ahead of the full one, and its event says nothing about
 // what the full cache holds.
+//
+// The event of the write itself, its echo (the version written), changes
+// nothing the reconciler does not already know: it starts no reconcile,
+// and ends the memory (notEcho).
 type justWritten struct {
 	m        sync.Map // key → written
 	observed sync.Map // informer → struct{}: observe adds its handler once
+	inflight sync.Map // key → chan struct{}, closed when the write returns
 }
 
 type written struct {
@@ -67,7 +80,58 @@ func (j *justWritten) wrote(key, cachedRV string, obj any) {
 	j.m.Store(key, w)
 }
 
-// observe drops key's memory when its informer delivers any event for it.
+// writing marks a write of key in flight until done is called, after
+// wrote or on its failure.
+func (j *justWritten) writing(key string) (done func()) {
+	ch := make(chan struct{})
+	j.inflight.Store(key, ch)
+	return func() {
+		j.inflight.CompareAndDelete(key, ch)
+		close(ch)
+	}
+}
+
+// event is what the full cache shows of key now: version rv, or gone. It
+// tells whether that is the echo of the write remembered, waiting (at most
+// echoWait) for a write of key still in flight, and ends the memory either
+// way: from then on that cache holds the write, or something newer.
+func (j *justWritten) event(key, rv string, deleted bool) (echo bool) {
+	if ch, ok := j.inflight.Load(key); ok && !deleted {
+		select {
+		case <-ch.(chan struct{}):
+		case <-time.After(echoWait):
+		}
+	}
+	v, ok := j.m.Load(key)
+	if !ok {
+		return false
+	}
+	j.m.CompareAndDelete(key, v)
+	w := v.(written)
+	return !deleted && rv != "" && w.to == rv && time.Since(w.at) < writtenMaxAge
+}
+
+// notEcho passes a child's events except the echo of this process's own
+// write: the reconcile that wrote it already acted on what it holds. It
+// ends the memory of the write before the owner is queued, so that the
+// reconcile an event starts never meets a memory older than its cache (a
+// Service deleted by hand, read back as the one just written, would not be
+// recreated). A resync (the same version again) passes.
+func (j *justWritten) notEcho(kind string) controller.Predicate {
+	pass := func(obj metav1.Object, deleted bool) bool {
+		return !j.event(childKey(kind, obj.GetNamespace(), obj.GetName()), obj.GetResourceVersion(), deleted)
+	}
+	return controller.PredicateFuncs{
+		CreateFunc: func(obj metav1.Object) bool { return pass(obj, false) },
+		UpdateFunc: func(old, obj metav1.Object) bool {
+			return pass(obj, false) || old.GetResourceVersion() == obj.GetResourceVersion()
+		},
+		DeleteFunc: func(obj metav1.Object) bool { return pass(obj, true) },
+	}
+}
+
+// observe drops key's memory when its informer delivers any event for it
+// but the echo of the write remembered.
 // Give it only the informers whose listers the reconciler reads the kind
 // from, never a metadata informer (see justWritten).
 //
@@ -78,18 +142,24 @@ func (j *justWritten) observe(informer cache.SharedIndexInformer, kind string) e
 	if _, loaded := j.observed.LoadOrStore(informer, struct{}{}); loaded {
 		return nil
 	}
-	drop := func(obj any) {
+	drop := func(obj any, deleted bool) {
 		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = tomb.Obj
 		}
-		if m, err := meta.Accessor(obj); err == nil {
-			j.m.Delete(childKey(kind, m.GetNamespace(), m.GetName()))
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return
 		}
+		key := childKey(kind, m.GetNamespace(), m.GetName())
+		if v, ok := j.m.Load(key); ok && !deleted && v.(written).to == m.GetResourceVersion() {
+			return // the echo, which notEcho ends
+		}
+		j.m.Delete(key)
 	}
 	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    drop,
-		UpdateFunc: func(_, newObj any) { drop(newObj) },
-		DeleteFunc: drop,
+		AddFunc:    func(obj any) { drop(obj, false) },
+		UpdateFunc: func(_, newObj any) { drop(newObj, false) },
+		DeleteFunc: func(obj any) { drop(obj, true) },
 	})
 	if err != nil {
 		j.observed.Delete(informer)

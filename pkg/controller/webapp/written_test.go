@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -233,5 +234,62 @@ func TestMetadataEventDoesNotEndJustWritten(t *testing.T) {
 	}
 	if d := object(dep).(*appsv1.Deployment); d.Spec.Template.Spec.Containers[0].Image != "nginx:2" {
 		t.Errorf("Deployment image %q, want nginx:2", d.Spec.Template.Spec.Containers[0].Image)
+	}
+}
+
+// TestEchoOfOwnWriteStartsNoReconcile: the watch event of the reconciler's
+// own write of a child, arriving before or after the write returns, is
+// recognised by its version and passes no predicate; any other version of
+// the child does, and so does the deletion.
+func TestEchoOfOwnWriteStartsNoReconcile(t *testing.T) {
+	var j justWritten
+	key := childKey("Deployment", "ns", "shop")
+	pred := j.notEcho("Deployment")
+	at := func(rv string) *appsv1.Deployment {
+		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "shop", ResourceVersion: rv}}
+	}
+
+	// The echo arrives while the write is still in flight.
+	done := j.writing(key)
+	passed := make(chan bool)
+	go func() { passed <- pred.Create(at("7")) }()
+	select {
+	case <-passed:
+		t.Fatal("the event was judged before the write in flight returned")
+	case <-time.After(50 * time.Millisecond):
+	}
+	j.wrote(key, "", at("7"))
+	done()
+	if <-passed {
+		t.Error("the echo of the write (version 7) passed: a second reconcile for nothing")
+	}
+	if !pred.Update(at("7"), at("7")) {
+		t.Error("a resync of version 7 did not pass")
+	}
+	if _, held := j.m.Load(key); held {
+		t.Error("the memory of the write outlived its echo")
+	}
+	if !pred.Update(at("7"), at("8")) {
+		t.Error("a later version (8), someone else's change, did not pass")
+	}
+	if !pred.Delete(at("7")) {
+		t.Error("the child's deletion did not pass")
+	}
+
+	// Deleted by hand before any other event: the deletion ends the memory
+	// before the owner is queued, so its reconcile recreates the child.
+	j.wrote(key, "", at("9"))
+	if !pred.Delete(at("9")) {
+		t.Error("the deletion of the child just written did not pass")
+	}
+	if _, held := j.seen(key, ""); held {
+		t.Error("after its deletion, the child still reads as the one just written")
+	}
+
+	// A write that failed leaves nothing to match.
+	done = j.writing(childKey("Service", "ns", "shop"))
+	done()
+	if !j.notEcho("Service").Create(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "shop", ResourceVersion: "3"}}) {
+		t.Error("a Service never written here was taken for an echo")
 	}
 }
