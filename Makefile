@@ -273,7 +273,8 @@ FUZZ_TARGETS := \
   ./pkg/apis/handroll/v1alpha1:FuzzRoundTripFromV1alpha1 \
   ./pkg/apis/handroll/v1alpha1:FuzzV1SpecAnnotation \
   ./pkg/admission:FuzzAdmissionReview \
-  ./pkg/controller/webapp:FuzzDesiredState
+  ./pkg/controller/webapp:FuzzDesiredState \
+  ./pkg/controller/webapp:FuzzFirstDifference
 FUZZTIME       ?= 60s
 FUZZTIME_SHORT ?= 2000x
 
