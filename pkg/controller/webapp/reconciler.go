@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -68,7 +70,8 @@ type Reconciler struct {
 	// Now returns the time for condition transitions; tests fix it.
 	Now func() metav1.Time
 
-	recent justWritten // children and statuses written, until the caches show them
+	recent   justWritten // children and statuses written, until the caches show them
+	verified verified    // children found up to date, by version
 }
 
 // writtenKeys are the justWritten keys of a WebApp's status and children.
@@ -93,6 +96,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req controller.Request) (con
 		// directory controller its entry.
 		status, children := writtenKeys(req.Namespace, req.Name)
 		r.recent.forget(append(children, status)...)
+		r.verified.forget(req)
 		return controller.Result{}, nil
 	}
 	if err != nil {
@@ -138,12 +142,29 @@ func (r *Reconciler) Reconcile(ctx context.Context, req controller.Request) (con
 type child struct {
 	kind     string
 	name     string
+	slot     int            // its place in verified
 	filtered bool           // its cache holds only objects labelled as ours
 	meta     MetadataGetter // every object's metadata, when cached
-	desired  any            // the apply configuration
 	cached   func() (metav1.Object, error)
 	live     func(context.Context) (metav1.Object, error)
-	apply    func(context.Context) (metav1.Object, error)
+	// desired builds the apply configuration, once: a child found
+	// verified (see verified) never needs it.
+	desired func() any
+	apply   func(context.Context) (metav1.Object, error)
+}
+
+// once returns build's result, built on the first call.
+func once[T any](build func() T) func() T {
+	var (
+		v    T
+		done bool
+	)
+	return func() T {
+		if !done {
+			v, done = build(), true
+		}
+		return v
+	}
 }
 
 func (r *Reconciler) reconcileChildren(ctx context.Context, w *handrollv1.WebApp) (Observed, error) {
@@ -162,44 +183,50 @@ func (r *Reconciler) reconcileChildren(ctx context.Context, w *handrollv1.WebApp
 	}
 
 	var children []child
-	if cm := DesiredConfigMap(w); cm != nil {
+	if len(w.Spec.Config) > 0 {
+		cmName := handrollv1.OwnedConfigMapName(name)
+		cm := once(func() *corev1ac.ConfigMapApplyConfiguration { return DesiredConfigMap(w) })
 		children = append(children, child{
-			kind: "ConfigMap", name: *cm.Name, desired: cm, filtered: r.ChildrenCacheFiltered, meta: r.ConfigMapMeta,
-			cached: func() (metav1.Object, error) { return r.ConfigMaps.ConfigMaps(ns).Get(*cm.Name) },
+			kind: "ConfigMap", name: cmName, slot: slotConfigMap, filtered: r.ChildrenCacheFiltered, meta: r.ConfigMapMeta,
+			cached: func() (metav1.Object, error) { return r.ConfigMaps.ConfigMaps(ns).Get(cmName) },
 			live: func(ctx context.Context) (metav1.Object, error) {
-				return r.Kube.CoreV1().ConfigMaps(ns).Get(ctx, *cm.Name, metav1.GetOptions{})
+				return r.Kube.CoreV1().ConfigMaps(ns).Get(ctx, cmName, metav1.GetOptions{})
 			},
+			desired: func() any { return cm() },
 			apply: func(ctx context.Context) (metav1.Object, error) {
-				return r.Kube.CoreV1().ConfigMaps(ns).Apply(ctx, cm, applyOptions)
+				return r.Kube.CoreV1().ConfigMaps(ns).Apply(ctx, cm(), applyOptions)
 			},
 		})
 	}
-	svc := DesiredService(w)
+	svc := once(func() *corev1ac.ServiceApplyConfiguration { return DesiredService(w) })
 	children = append(children, child{
-		kind: "Service", name: name, desired: svc, filtered: r.ChildrenCacheFiltered, meta: r.ServiceMeta,
+		kind: "Service", name: name, slot: slotService, filtered: r.ChildrenCacheFiltered, meta: r.ServiceMeta,
 		cached: func() (metav1.Object, error) { return r.Services.Services(ns).Get(name) },
 		live: func(ctx context.Context) (metav1.Object, error) {
 			return r.Kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
 		},
+		desired: func() any { return svc() },
 		apply: func(ctx context.Context) (metav1.Object, error) {
-			return r.Kube.CoreV1().Services(ns).Apply(ctx, svc, applyOptions)
+			return r.Kube.CoreV1().Services(ns).Apply(ctx, svc(), applyOptions)
 		},
 	})
-	dep := DesiredDeployment(w, refCM)
+	dep := once(func() *appsv1ac.DeploymentApplyConfiguration { return DesiredDeployment(w, refCM) })
 	children = append(children, child{
-		kind: "Deployment", name: name, desired: dep, filtered: r.ChildrenCacheFiltered, meta: r.DeploymentMeta,
+		kind: "Deployment", name: name, slot: slotDeployment, filtered: r.ChildrenCacheFiltered, meta: r.DeploymentMeta,
 		cached: func() (metav1.Object, error) { return r.Deployments.Deployments(ns).Get(name) },
 		live: func(ctx context.Context) (metav1.Object, error) {
 			return r.Kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 		},
+		desired: func() any { return dep() },
 		apply: func(ctx context.Context) (metav1.Object, error) {
-			return r.Kube.AppsV1().Deployments(ns).Apply(ctx, dep, applyOptions)
+			return r.Kube.AppsV1().Deployments(ns).Apply(ctx, dep(), applyOptions)
 		},
 	})
 
+	in := inputsOf(w, refCM)
 	var created, updated []string // for one event that names them all
 	for _, c := range children {
-		current, action, err := r.ensure(ctx, w, c)
+		current, action, err := r.ensure(ctx, w, in, c)
 		switch action {
 		case EventCreated:
 			created = append(created, c.kind+" "+c.name)
@@ -258,7 +285,7 @@ func (e *conflictError) Error() string { return e.object + " is not controlled b
 // and refuses to touch an object of that name that the WebApp does not
 // control. It returns the object as it now is, and EventCreated or
 // EventUpdated when it applied.
-func (r *Reconciler) ensure(ctx context.Context, w *handrollv1.WebApp, c child) (metav1.Object, string, error) {
+func (r *Reconciler) ensure(ctx context.Context, w *handrollv1.WebApp, in inputs, c child) (metav1.Object, string, error) {
 	current, err := c.cached()
 	if apierrors.IsNotFound(err) && c.filtered {
 		current, err = r.unlabelled(ctx, c, w.Namespace)
@@ -274,20 +301,17 @@ func (r *Reconciler) ensure(ctx context.Context, w *handrollv1.WebApp, c child) 
 	if obj, ok := r.recent.seen(key, cachedRV); ok {
 		current, err = obj.(metav1.Object), nil
 	}
+	owner := types.NamespacedName{Namespace: w.Namespace, Name: w.Name}
 	exists := err == nil
 	if exists {
 		if ref := metav1.GetControllerOf(current); ref == nil || ref.UID != w.UID {
 			return nil, "", &conflictError{object: fmt.Sprintf("%s %s/%s", c.kind, w.Namespace, c.name)}
 		}
 		if _, partial := current.(*metav1.PartialObjectMetadata); !partial {
-			diff, err := FirstDifference(c.desired, current)
-			if err != nil {
-				return nil, "", err
+			upToDate, err := r.upToDate(ctx, owner, in, c, current)
+			if upToDate || err != nil {
+				return current, "", err
 			}
-			if diff == "" {
-				return current, "", nil
-			}
-			klog.FromContext(ctx).V(3).Info("Child differs from the desired state; applying", "kind", c.kind, "name", c.name, "field", diff)
 		}
 		// Ours but without our labels (so missing from the full cache):
 		// the apply puts them back.
@@ -307,10 +331,36 @@ func (r *Reconciler) ensure(ctx context.Context, w *handrollv1.WebApp, c child) 
 		}
 		return nil, "", err
 	}
+	// What the API server answered is verified as any other version: a
+	// mutating webhook that changes a field we set still shows as a
+	// difference on the next reconcile, as it did before the memo.
+	if _, err := r.upToDate(ctx, owner, in, c, applied); err != nil {
+		return nil, "", err
+	}
 	if exists {
 		return applied, EventUpdated, nil
 	}
 	return applied, EventCreated, nil
+}
+
+// upToDate tells whether live, a full child object, holds c's desired
+// configuration: at once when that version was verified for the same
+// inputs, else by FirstDifference, whose "" is then remembered.
+func (r *Reconciler) upToDate(ctx context.Context, owner types.NamespacedName, in inputs, c child, live metav1.Object) (bool, error) {
+	rv := live.GetResourceVersion()
+	if r.verified.upToDate(owner, in, c.slot, rv) {
+		return true, nil
+	}
+	diff, err := FirstDifference(c.desired(), live)
+	if err != nil {
+		return false, err
+	}
+	if diff != "" {
+		klog.FromContext(ctx).V(3).Info("Child differs from the desired state; applying", "kind", c.kind, "name", c.name, "field", diff)
+		return false, nil
+	}
+	r.verified.record(owner, in, c.slot, rv)
+	return true, nil
 }
 
 // unlabelled finds a child that the filtered cache does not hold: the

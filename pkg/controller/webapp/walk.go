@@ -281,9 +281,17 @@ func zeroOmitted(dv reflect.Value, lf field) bool {
 
 var marshalerType = reflect.TypeFor[json.Marshaler]()
 
-// marshals tells whether t has an encoding of its own.
+var marshalers sync.Map // reflect.Type → bool
+
+// marshals tells whether t has an encoding of its own. It is asked of
+// every value walked; the answer per type is kept.
 func marshals(t reflect.Type) bool {
-	return t.Implements(marshalerType) || reflect.PointerTo(t).Implements(marshalerType)
+	if m, ok := marshalers.Load(t); ok {
+		return m.(bool)
+	}
+	m := t.Implements(marshalerType) || reflect.PointerTo(t).Implements(marshalerType)
+	marshalers.Store(t, m)
+	return m
 }
 
 // field is a struct field as encoding/json sees it.

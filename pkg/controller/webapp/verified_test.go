@@ -1,0 +1,139 @@
+package webapp
+
+import (
+	"context"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+
+	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
+)
+
+// applies runs one Reconcile and returns the resources it applied to.
+func (u *upToDate) applies(t *testing.T) []string {
+	t.Helper()
+	u.kube.ClearActions()
+	u.hr.ClearActions()
+	// A child that moved may move the status too; what it writes is not
+	// the question here.
+	u.hr.PrependReactor("patch", "webapps", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, &handrollv1.WebApp{}, nil
+	})
+	if _, err := u.r.Reconcile(context.Background(), u.req); err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	var out []string
+	for _, a := range u.kube.Actions() {
+		if a.GetVerb() == "patch" {
+			out = append(out, a.GetResource().Resource)
+		}
+	}
+	return out
+}
+
+// cached returns the object of type T that indexer holds under key.
+func cached[T any](t *testing.T, indexer cache.Indexer, key string) T {
+	t.Helper()
+	obj, ok, err := indexer.GetByKey(key)
+	if err != nil || !ok {
+		t.Fatalf("%s not cached: %v", key, err)
+	}
+	return obj.(T)
+}
+
+func TestVerifiedRemembersOnlyAnUnmovedVersion(t *testing.T) {
+	u := newUpToDate(t)
+	u.reconcile(t) // verifies every child
+	if got := u.r.verified.len(); got != 1 {
+		t.Fatalf("verified holds %d WebApps after an up-to-date reconcile, want 1", got)
+	}
+
+	// A hand edit moves the version: compared again, found, repaired.
+	dep := cached[*appsv1.Deployment](t, u.deployments, "ns/shop").DeepCopy()
+	dep.Spec.Template.Spec.Containers[0].Image = "edited:1"
+	dep.ResourceVersion = "2001"
+	if err := u.deployments.Update(dep); err != nil {
+		t.Fatal(err)
+	}
+	if got := u.applies(t); len(got) != 1 || got[0] != "deployments" {
+		t.Errorf("after a hand edit of the Deployment's image, applied %v, want [deployments]", got)
+	}
+}
+
+func TestVerifiedComparesAgainOnNewInputs(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(u *upToDate, w *handrollv1.WebApp)
+		want   []string
+	}{{
+		name: "new generation",
+		change: func(_ *upToDate, w *handrollv1.WebApp) {
+			w.Spec.Image = "nginx:1.28"
+			w.Generation++
+		},
+		want: []string{"deployments"},
+	}, {
+		name: "the referenced ConfigMap's data",
+		change: func(u *upToDate, _ *handrollv1.WebApp) {
+			ref := cached[*corev1.ConfigMap](t, u.configMaps, "ns/shared").DeepCopy()
+			ref.Data = map[string]string{"settings.yaml": "level: debug"}
+			ref.ResourceVersion = "901"
+			if err := u.configMaps.Update(ref); err != nil {
+				t.Fatal(err)
+			}
+		},
+		want: []string{"deployments"},
+	}, {
+		// No API server wrote it: the generation says nothing.
+		name: "a spec changed under generation 0",
+		change: func(_ *upToDate, w *handrollv1.WebApp) {
+			w.Generation = 0
+			w.Spec.Image = "nginx:1.28"
+		},
+		want: []string{"deployments"},
+	}, {
+		name:   "nothing",
+		change: func(*upToDate, *handrollv1.WebApp) {},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := newUpToDate(t)
+			u.reconcile(t)
+			w := cached[*handrollv1.WebApp](t, u.webapps, "ns/shop").DeepCopy()
+			tc.change(u, w)
+			if err := u.webapps.Update(w); err != nil {
+				t.Fatal(err)
+			}
+			if got := u.applies(t); !equalStrings(got, tc.want) {
+				t.Errorf("applied %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestVerifiedForgetsAWebAppGone(t *testing.T) {
+	u := newUpToDate(t)
+	u.reconcile(t)
+	if err := u.webapps.Delete(cached[*handrollv1.WebApp](t, u.webapps, "ns/shop")); err != nil {
+		t.Fatal(err)
+	}
+	u.reconcile(t)
+	if got := u.r.verified.len(); got != 0 {
+		t.Errorf("verified holds %d WebApps once the only one is gone, want 0", got)
+	}
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
