@@ -71,9 +71,10 @@ func NewController(r *Reconciler, inf Informers, opts controller.Options) (*cont
 			return nil, err
 		}
 	}
-	// What the reconciler remembers having written of a child holds until
-	// the child's next event in the cache it reads (justWritten): not the
-	// metadata informers', which may run ahead of it.
+	// What the reconciler remembers having written of a child, or of a
+	// WebApp's status, holds until the object's next event in the cache it
+	// reads (justWritten): not the metadata informers', which may run
+	// ahead of it.
 	for kind, informers := range map[string][]cache.SharedIndexInformer{
 		"Deployment": inf.Deployments,
 		"Service":    inf.Services,
@@ -83,6 +84,11 @@ func NewController(r *Reconciler, inf Informers, opts controller.Options) (*cont
 			if err := r.recent.observe(informer, kind); err != nil {
 				return nil, err
 			}
+		}
+	}
+	for _, informer := range inf.WebApps {
+		if err := r.recent.observeStatus(informer); err != nil {
+			return nil, err
 		}
 	}
 	// Owns: any change to a child (status included) reconciles its owner,

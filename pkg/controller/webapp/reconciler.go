@@ -431,6 +431,13 @@ func (r *Reconciler) updateStatus(ctx context.Context, w *handrollv1.WebApp, obs
 	}
 	key, _ := writtenKeys(w.Namespace, w.Name)
 	r.recent.wrote(key, w.ResourceVersion, status.DeepCopy())
+	// The echo may have reached the cache before the answer reached us, and
+	// found nothing to drop (observeStatus): the cache then holds it.
+	if cached, err := r.WebApps.WebApps(w.Namespace).Get(w.Name); err != nil {
+		r.recent.forget(key)
+	} else {
+		r.recent.movedFrom(key, cached.ResourceVersion)
+	}
 
 	was := meta.FindStatusCondition(w.Status.Conditions, handrollv1.ConditionReady)
 	now_ := meta.FindStatusCondition(status.Conditions, handrollv1.ConditionReady)

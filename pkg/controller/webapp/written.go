@@ -167,6 +167,50 @@ func (j *justWritten) observe(informer cache.SharedIndexInformer, kind string) e
 	return err
 }
 
+// observeStatus drops what was written of a WebApp's status once its
+// informer (the one the reconciler reads) delivers any version but the one
+// the write was decided on: from then on that cache holds the write, or
+// something newer. Without it the memory would last until the WebApp's
+// next reconcile, which a converged WebApp may never have: an entry for
+// every WebApp whose status was ever written.
+func (j *justWritten) observeStatus(informer cache.SharedIndexInformer) error {
+	if _, loaded := j.observed.LoadOrStore(informer, struct{}{}); loaded {
+		return nil
+	}
+	drop := func(obj any, deleted bool) {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return
+		}
+		key, _ := writtenKeys(m.GetNamespace(), m.GetName())
+		if deleted {
+			j.m.Delete(key)
+			return
+		}
+		j.movedFrom(key, m.GetResourceVersion())
+	}
+	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { drop(obj, false) },
+		UpdateFunc: func(_, newObj any) { drop(newObj, false) },
+		DeleteFunc: func(obj any) { drop(obj, true) },
+	})
+	if err != nil {
+		j.observed.Delete(informer)
+	}
+	return err
+}
+
+// movedFrom drops what was written of key when the cache, now at version
+// rv, is no longer at the version the write was decided on.
+func (j *justWritten) movedFrom(key, rv string) {
+	if v, ok := j.m.Load(key); ok && v.(written).from != rv {
+		j.m.CompareAndDelete(key, v)
+	}
+}
+
 // forget drops keys, for an object that is gone.
 func (j *justWritten) forget(keys ...string) {
 	for _, k := range keys {

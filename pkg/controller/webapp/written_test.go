@@ -293,3 +293,84 @@ func TestEchoOfOwnWriteStartsNoReconcile(t *testing.T) {
 		t.Error("a Service never written here was taken for an echo")
 	}
 }
+
+// held counts the writes j still remembers.
+func (j *justWritten) held() int {
+	n := 0
+	j.m.Range(func(any, any) bool { n++; return true })
+	return n
+}
+
+// TestStatusMemoryEndsWithTheWebAppsEvent: what a reconcile remembers of
+// the status it wrote ends with the WebApp's next event in the cache, as a
+// child's memory ends with the child's, instead of waiting for the next
+// reconcile of that WebApp, which a converged one may never have: a
+// memory held per WebApp would grow with N.
+func TestStatusMemoryEndsWithTheWebAppsEvent(t *testing.T) {
+	t.Run("echo after the answer", func(t *testing.T) { testStatusMemoryEnds(t, false) })
+	t.Run("echo before the answer", func(t *testing.T) { testStatusMemoryEnds(t, true) })
+}
+
+func testStatusMemoryEnds(t *testing.T, echoFirst bool) {
+	w := &handrollv1.WebApp{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "shop", UID: "uid-shop", ResourceVersion: "1", Generation: 1},
+		Spec:       handrollv1.WebAppSpec{Image: "nginx:1"},
+	}
+	webapps, deployments, services, configMaps := newFakeInformer(), newFakeInformer(), newFakeInformer(), newFakeInformer()
+	if err := webapps.indexer.Add(w); err != nil {
+		t.Fatal(err)
+	}
+	written := w.DeepCopy()
+	written.ResourceVersion = "2"
+	hr := handrollfake.NewSimpleClientset()
+	hr.PrependReactor("patch", "webapps", func(clienttesting.Action) (bool, runtime.Object, error) {
+		if echoFirst {
+			webapps.deliver(t, written.DeepCopy())
+		}
+		return true, written.DeepCopy(), nil
+	})
+	r := &Reconciler{
+		WebApps:     handrolllisters.NewWebAppLister(webapps.indexer),
+		Deployments: appslisters.NewDeploymentLister(deployments.indexer),
+		Services:    corelisters.NewServiceLister(services.indexer),
+		ConfigMaps:  corelisters.NewConfigMapLister(configMaps.indexer),
+		Client:      hr,
+		Kube:        fake.NewClientset(),
+		Recorder:    events.NewFakeRecorder(100),
+	}
+	if _, err := NewController(r, Informers{
+		WebApps:     []cache.SharedIndexInformer{webapps},
+		Deployments: []cache.SharedIndexInformer{deployments},
+		Services:    []cache.SharedIndexInformer{services},
+		ConfigMaps:  []cache.SharedIndexInformer{configMaps},
+	}, controller.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(context.Background(), controller.Request{Namespace: "team", Name: "shop"}); err != nil {
+		t.Fatal(err)
+	}
+	statusKey, children := writtenKeys("team", "shop")
+	if echoFirst {
+		if _, ok := r.recent.m.Load(statusKey); ok {
+			t.Error("the echo reached the cache before the answer, and the memory of the status write outlived it")
+		}
+		return
+	}
+	if _, ok := r.recent.m.Load(statusKey); !ok {
+		t.Fatal("the reconcile wrote the status but remembers nothing of it")
+	}
+	// The children's echoes end their memories.
+	for _, key := range children {
+		r.recent.forget(key)
+	}
+
+	webapps.deliver(t, w) // a resync of the version the write was decided on
+	if _, ok := r.recent.m.Load(statusKey); !ok {
+		t.Error("a resync of the version read ended the memory of the status written on it")
+	}
+	written.Status = handrollv1.WebAppStatus{ObservedGeneration: 1}
+	webapps.deliver(t, written) // the echo of the status write
+	if n := r.recent.held(); n != 0 {
+		t.Errorf("after the WebApp's event, %d writes still remembered, want 0", n)
+	}
+}
