@@ -139,32 +139,13 @@ func (j *justWritten) notEcho(kind string) controller.Predicate {
 // shared informers) observe an informer once: a handler added per
 // controller would outlive it.
 func (j *justWritten) observe(informer cache.SharedIndexInformer, kind string) error {
-	if _, loaded := j.observed.LoadOrStore(informer, struct{}{}); loaded {
-		return nil
-	}
-	drop := func(obj any, deleted bool) {
-		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = tomb.Obj
-		}
-		m, err := meta.Accessor(obj)
-		if err != nil {
-			return
-		}
+	return j.onEvents(informer, func(m metav1.Object, deleted bool) {
 		key := childKey(kind, m.GetNamespace(), m.GetName())
 		if v, ok := j.m.Load(key); ok && !deleted && v.(written).to == m.GetResourceVersion() {
 			return // the echo, which notEcho ends
 		}
 		j.m.Delete(key)
-	}
-	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { drop(obj, false) },
-		UpdateFunc: func(_, newObj any) { drop(newObj, false) },
-		DeleteFunc: func(obj any) { drop(obj, true) },
 	})
-	if err != nil {
-		j.observed.Delete(informer)
-	}
-	return err
 }
 
 // observeStatus drops what was written of a WebApp's status once its
@@ -174,28 +155,34 @@ func (j *justWritten) observe(informer cache.SharedIndexInformer, kind string) e
 // next reconcile, which a converged WebApp may never have: an entry for
 // every WebApp whose status was ever written.
 func (j *justWritten) observeStatus(informer cache.SharedIndexInformer) error {
-	if _, loaded := j.observed.LoadOrStore(informer, struct{}{}); loaded {
-		return nil
-	}
-	drop := func(obj any, deleted bool) {
-		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = tomb.Obj
-		}
-		m, err := meta.Accessor(obj)
-		if err != nil {
-			return
-		}
+	return j.onEvents(informer, func(m metav1.Object, deleted bool) {
 		key, _ := writtenKeys(m.GetNamespace(), m.GetName())
 		if deleted {
 			j.m.Delete(key)
 			return
 		}
 		j.movedFrom(key, m.GetResourceVersion())
+	})
+}
+
+// onEvents calls drop for every event of informer, once per informer
+// (see observe).
+func (j *justWritten) onEvents(informer cache.SharedIndexInformer, drop func(m metav1.Object, deleted bool)) error {
+	if _, loaded := j.observed.LoadOrStore(informer, struct{}{}); loaded {
+		return nil
+	}
+	handle := func(obj any, deleted bool) {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		if m, err := meta.Accessor(obj); err == nil {
+			drop(m, deleted)
+		}
 	}
 	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { drop(obj, false) },
-		UpdateFunc: func(_, newObj any) { drop(newObj, false) },
-		DeleteFunc: func(obj any) { drop(obj, true) },
+		AddFunc:    func(obj any) { handle(obj, false) },
+		UpdateFunc: func(_, newObj any) { handle(newObj, false) },
+		DeleteFunc: func(obj any) { handle(obj, true) },
 	})
 	if err != nil {
 		j.observed.Delete(informer)
