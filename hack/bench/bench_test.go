@@ -619,3 +619,41 @@ func TestWritesOf(t *testing.T) {
 		}
 	}
 }
+
+// The live heap is the last collection's, as the runtime's gctrace line
+// writes it; a log without one has none.
+func TestLastLiveHeap(t *testing.T) {
+	log := "I1204 starting\n" +
+		"gc 1 @0.012s 2%: 0.010+1.2+0.003 ms clock, 0.021+0.4/0.9/0+0.007 ms cpu, 3->3->1 MB, 4 MB goal, 0 MB stacks, 0 MB globals, 2 P\n" +
+		"I1204 synced\n" +
+		"gc 73 @203.613s 0%: 1.1+40+0.006 ms clock, 2.2+10/21/45+0.013 ms cpu, 82->82->45 MB, 84 MB goal, 0 MB stacks, 0 MB globals, 2 P\n" +
+		"I1204 idle\n"
+	if got, ok := lastLiveHeap(log); !ok || got != 45<<20 {
+		t.Errorf("lastLiveHeap = %d, %v; want %d, true", got, ok, 45<<20)
+	}
+	if _, ok := lastLiveHeap("I1204 starting\ngc is not a trace line\n"); ok {
+		t.Error("a log without a gctrace line gave a live heap")
+	}
+	if got := withGCTrace("madvdontneed=1"); got != "madvdontneed=1,gctrace=1" {
+		t.Errorf("withGCTrace kept %q", got)
+	}
+}
+
+// The live heap row stands beside the peak RSS where a run measured it,
+// and nowhere in a report of samples without it.
+func TestLiveHeapRow(t *testing.T) {
+	r := testResults()
+	const name = "| live heap once converged (what the last GC found live: gctrace) |"
+	if md := r.markdown(); strings.Contains(md, name) {
+		t.Errorf("a report without live heap samples has the row %s", name)
+	}
+	for i := range r.Converge {
+		r.Converge[i].ConvergedLiveHeapBytes = int64(10+r.Converge[i].N/100) << 20
+	}
+	md := r.markdown()
+	want := "| peak RSS (VmHWM) once converged | 49.0 MiB | not run | not run | 30.0 MiB | 1.63 |\n" +
+		name + " 20.0 MiB | not run | not run | 20.0 MiB | 1.00 |"
+	if !strings.Contains(md, want) {
+		t.Errorf("no live heap row after the peak RSS in:\n%s", md)
+	}
+}

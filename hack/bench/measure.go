@@ -138,6 +138,7 @@ func (b *bench) converge(ctx context.Context, c contender, run convergeRun) (_ C
 	if s.ConvergedPeakRSSBytes, s.CPUSeconds, err = p.usage(); err != nil {
 		return s, nil, err
 	}
+	s.ConvergedLiveHeapBytes, _ = p.liveHeap()
 	b.logf("%s: converged in %s, %.0f requests (%.0f writes, %.0f of them events)", label, formatSeconds(s.ConvergeSeconds), total(s.Requests), writes(s.Requests), s.EventWrites)
 
 	if c.operator && run.idle && b.o.idle > 0 {

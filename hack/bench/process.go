@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -60,6 +61,9 @@ func launch(name, bin string, args []string, logDir string) (*proc, error) {
 		"--health-probe-bind-address=" + healthAddr,
 	}, args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
+	// Every contender is a Go program: the runtime's own trace of each
+	// collection (one line on stderr) says what it found live.
+	p.cmd.Env = append(os.Environ(), "GODEBUG="+withGCTrace(os.Getenv("GODEBUG")))
 	// A contender must not outlive a bench that crashed.
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {
@@ -192,6 +196,55 @@ func parseVmHWM(status string) (int64, error) {
 	return 0, errors.New("no VmHWM in /proc/<pid>/status")
 }
 
+// withGCTrace adds gctrace=1 to a GODEBUG value.
+func withGCTrace(godebug string) string {
+	if godebug == "" {
+		return "gctrace=1"
+	}
+	return godebug + ",gctrace=1"
+}
+
+// liveHeap returns the heap the process's last garbage collection so far
+// found live, in bytes, from the gctrace lines of its log (the "C" of
+// "A->B->C MB"), or false when it has collected nothing yet. The runtime
+// writes it in whole MB: a resolution of 1 MiB.
+func (p *proc) liveHeap() (int64, bool) {
+	data, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return 0, false
+	}
+	return lastLiveHeap(string(data))
+}
+
+// lastLiveHeap parses the last gctrace line of log.
+func lastLiveHeap(log string) (int64, bool) {
+	var live int64
+	found := false
+	for line := range strings.Lines(log) {
+		if !isGCTrace(line) {
+			continue
+		}
+		m := gcTraceHeap.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		mb, err := strconv.ParseInt(m[1], 10, 64)
+		if err != nil {
+			continue
+		}
+		live, found = mb<<20, true
+	}
+	return live, found
+}
+
+// isGCTrace tells a line of the runtime's gctrace.
+func isGCTrace(line string) bool {
+	return strings.HasPrefix(line, "gc ") && gcTraceHeap.MatchString(line)
+}
+
+// gcTraceHeap matches the heap sizes of a gctrace line: "12->13->7 MB,".
+var gcTraceHeap = regexp.MustCompile(`, \d+->\d+->(\d+) MB,`)
+
 // clockTicks is USER_HZ, the unit of /proc/<pid>/stat's times. The kernel
 // fixes it at 100 for user space on every architecture Go supports on Linux
 // (sysconf(_SC_CLK_TCK) would need cgo to ask).
@@ -265,6 +318,9 @@ func tail(path string, n int) string {
 	s := bufio.NewScanner(f)
 	s.Buffer(make([]byte, 64*1024), 1024*1024)
 	for s.Scan() {
+		if isGCTrace(s.Text()) {
+			continue // the runtime's, not the contender's: no help in a failure
+		}
 		lines = append(lines, s.Text())
 		if len(lines) > n {
 			lines = lines[1:]

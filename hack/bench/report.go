@@ -114,6 +114,10 @@ type ConvergeSample struct {
 	// PeakRSSBytes just before the process was stopped (after idle).
 	ConvergedPeakRSSBytes int64 `json:"convergedPeakRSSBytes"`
 	PeakRSSBytes          int64 `json:"peakRSSBytes"`
+	// ConvergedLiveHeapBytes is the heap the process's last garbage
+	// collection before the counters settled found live (gctrace); 0 when
+	// not measured.
+	ConvergedLiveHeapBytes int64 `json:"convergedLiveHeapBytes,omitempty"`
 	// Idle figures are nil for the floor, which has no loop to idle in.
 	IdleRequests   map[string]float64 `json:"idleRequests,omitempty"`
 	IdleWrites     *float64           `json:"idleWrites,omitempty"`
@@ -446,6 +450,15 @@ func (r *Results) cellRows(cell Cell) []row {
 			values: cv(always(func(s ConvergeSample) float64 { return mib(s.ConvergedPeakRSSBytes) }))},
 		{name: "start-up, no WebApps: process start → /readyz", unit: unitSeconds,
 			values: cv(always(func(s ConvergeSample) float64 { return s.ReadySeconds }))},
+	}
+	// The live heap where it was measured (samples of older runs have none),
+	// beside the peak RSS.
+	if slices.ContainsFunc(r.Converge, func(s ConvergeSample) bool { return s.Cell == cell && s.ConvergedLiveHeapBytes > 0 }) {
+		at := slices.IndexFunc(rows, func(w row) bool { return strings.HasPrefix(w.name, "peak RSS") }) + 1
+		rows = slices.Insert(rows, at, row{name: "live heap once converged (what the last GC found live: gctrace)", unit: unitMiB,
+			values: cv(func(s ConvergeSample) (float64, bool) {
+				return mib(s.ConvergedLiveHeapBytes), s.ConvergedLiveHeapBytes > 0
+			})})
 	}
 	// Cold start and idle only where they were measured.
 	if slices.ContainsFunc(r.ColdStart, func(s ColdStartSample) bool { return s.Cell == cell }) {
@@ -1013,7 +1026,10 @@ func methodology(r *Results) []string {
 			"through the same client-go metrics, are not counted.",
 		"**CPU per WebApp**: utime + stime from `/proc/<pid>/stat`, read once the request counters have settled after convergence (so it " +
 			"includes start-up), divided by N. **Peak RSS**: `VmHWM` from `/proc/<pid>/status`, read at the same moment, so before idle " +
-			"wherever idle is measured (the JSON also has it just before the process is stopped, as `peakRSSBytes`).",
+			"wherever idle is measured (the JSON also has it just before the process is stopped, as `peakRSSBytes`). **Live heap**: every " +
+			"contender runs with `GODEBUG=gctrace=1`, and the figure is what its last collection before that moment found live (the third " +
+			"number of the runtime's `A->B->C MB`, in whole MB), where the run measured it; the rest of the peak RSS is garbage the GC " +
+			"allowed between collections (GOGC 100: up to the live heap again) and the runtime's own.",
 		fmt.Sprintf("**Idle**: at the largest size of each regime (where idle writes, if any, would be most; idling at every size would cost "+
 			"minutes the hour does not have), after converge, %s with nothing changing; writes are POST+PUT+PATCH+DELETE from the metrics delta. "+
 			"The floor writes what convergence needs once and then does nothing, so idle does not apply to it.", idle),
