@@ -644,8 +644,8 @@ func TestLastLiveHeap(t *testing.T) {
 func TestLiveHeapRow(t *testing.T) {
 	r := testResults()
 	const name = "| live heap once converged (what the last GC found live: gctrace) |"
-	if md := r.markdown(); strings.Contains(md, name) {
-		t.Errorf("a report without live heap samples has the row %s", name)
+	if md := r.markdown(); strings.Contains(md, name) || strings.Contains(md, "**Live heap**") {
+		t.Errorf("a report without live heap samples has the row %s, or says how it was measured", name)
 	}
 	for i := range r.Converge {
 		r.Converge[i].ConvergedLiveHeapBytes = int64(10+r.Converge[i].N/100) << 20
@@ -653,7 +653,7 @@ func TestLiveHeapRow(t *testing.T) {
 	md := r.markdown()
 	want := "| peak RSS (VmHWM) once converged | 49.0 MiB | not run | not run | 30.0 MiB | 1.63 |\n" +
 		name + " 20.0 MiB | not run | not run | 20.0 MiB | 1.00 |"
-	if !strings.Contains(md, want) {
-		t.Errorf("no live heap row after the peak RSS in:\n%s", md)
+	if !strings.Contains(md, want) || !strings.Contains(md, "**Live heap**: every contender runs with `GODEBUG=gctrace=1`") {
+		t.Errorf("no live heap row after the peak RSS, or no word of how it is measured, in:\n%s", md)
 	}
 }

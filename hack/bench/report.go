@@ -1003,7 +1003,10 @@ func methodology(r *Results) []string {
 		"`--kube-api-qps`, `--kube-api-burst` and `--max-concurrent-reconciles` are the same for every contender, but how much the " +
 			"first two throttle depends on how many client-side rate limiters a program builds from them: client-go gives each " +
 			"REST client its own token bucket unless `rest.Config.RateLimiter` is set. handroll, the floor and the twin set one for " +
-			"the process (`hack/compare/README.md` says why the twin does), so each regime is the whole process's budget.",
+			"the process (`hack/compare/README.md` says why the twin does), so each regime is the whole process's budget, with one " +
+			"difference: **handroll's events have a bucket of their own** (`cmd/handroll` `withOwnBucket`, as kube-scheduler's do), " +
+			"while the twin's events share its one bucket and the floor writes none. handroll writes one event per new WebApp and the " +
+			"twin about 2.5, so at a QPS that throttles, the twin's converge is charged for its events and handroll's is not.",
 		"**Start-up** is process start → `/readyz` answering 200 (polled every 20 ms), each contender's own check: handroll's passes once " +
 			"its caches have synced; the twin's waits for the informers the Manager holds when asked, and those of its controllers' watches are " +
 			"added only after the Manager has started, so it can pass before they have listed (its start-up can leave their LIST out).",
@@ -1026,10 +1029,7 @@ func methodology(r *Results) []string {
 			"through the same client-go metrics, are not counted.",
 		"**CPU per WebApp**: utime + stime from `/proc/<pid>/stat`, read once the request counters have settled after convergence (so it " +
 			"includes start-up), divided by N. **Peak RSS**: `VmHWM` from `/proc/<pid>/status`, read at the same moment, so before idle " +
-			"wherever idle is measured (the JSON also has it just before the process is stopped, as `peakRSSBytes`). **Live heap**: every " +
-			"contender runs with `GODEBUG=gctrace=1`, and the figure is what its last collection before that moment found live (the third " +
-			"number of the runtime's `A->B->C MB`, in whole MB), where the run measured it; the rest of the peak RSS is garbage the GC " +
-			"allowed between collections (GOGC 100: up to the live heap again) and the runtime's own.",
+			"wherever idle is measured (the JSON also has it just before the process is stopped, as `peakRSSBytes`)." + r.liveHeapNote(),
 		fmt.Sprintf("**Idle**: at the largest size of each regime (where idle writes, if any, would be most; idling at every size would cost "+
 			"minutes the hour does not have), after converge, %s with nothing changing; writes are POST+PUT+PATCH+DELETE from the metrics delta. "+
 			"The floor writes what convergence needs once and then does nothing, so idle does not apply to it.", idle),
@@ -1202,4 +1202,14 @@ func memTotalKB(meminfo string) (int64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// liveHeapNote says how the live heap is measured, when this run did.
+func (r *Results) liveHeapNote() string {
+	if !slices.ContainsFunc(r.Converge, func(s ConvergeSample) bool { return s.ConvergedLiveHeapBytes > 0 }) {
+		return ""
+	}
+	return " **Live heap**: every contender runs with `GODEBUG=gctrace=1`, and the figure is what its last collection before that " +
+		"moment found live (the third number of the runtime's `A->B->C MB`, in whole MB); the rest of the peak RSS is garbage the " +
+		"GC allowed between collections (GOGC 100: up to the live heap again) and the runtime's own."
 }
