@@ -193,7 +193,8 @@ func startSharded(ctx context.Context, o options, d shardedDeps) error {
 			)
 		}
 		opts := handrollcache.Options{
-			ChildSelector:     webapp.LabelManagedBy + "=" + webapp.ManagedBy,
+			ChildSelector:     webapp.ChildSelector,
+			MetadataSelector:  webapp.ForeignSelector,
 			SyncPeriod:        o.syncPeriod,
 			ShardSelector:     r.Selector(),
 			OperatorNamespace: o.operatorNamespace,
@@ -386,7 +387,8 @@ type sharedCaches struct {
 
 func newSharedCaches(ctx context.Context, o options, d shardedDeps) (*sharedCaches, error) {
 	caches := handrollcache.New(d.kube, d.handroll, d.metadata, handrollcache.Options{
-		ChildSelector:     webapp.LabelManagedBy + "=" + webapp.ManagedBy,
+		ChildSelector:     webapp.ChildSelector,
+		MetadataSelector:  webapp.ForeignSelector,
 		SyncPeriod:        o.syncPeriod,
 		OperatorNamespace: o.operatorNamespace,
 	})

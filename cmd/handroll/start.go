@@ -147,7 +147,8 @@ func start(ctx context.Context, o options) error {
 	}
 	caches := handrollcache.New(kubeClient, handrollClient, metadataClient, handrollcache.Options{
 		Namespaces:        o.namespaces,
-		ChildSelector:     webapp.LabelManagedBy + "=" + webapp.ManagedBy,
+		ChildSelector:     webapp.ChildSelector,
+		MetadataSelector:  webapp.ForeignSelector,
 		SyncPeriod:        o.syncPeriod,
 		OperatorNamespace: o.operatorNamespace,
 	})

@@ -33,8 +33,13 @@ type Options struct {
 	Namespaces []string
 	// ChildSelector is the label selector for the typed objects cached of
 	// Deployments, Services and ConfigMaps (trimmed by TrimChild); empty
-	// caches them all. The metadata caches are never filtered.
+	// caches them all.
 	ChildSelector string
+	// MetadataSelector is the label selector of the metadata caches: the
+	// complement of ChildSelector, so that each object is cached once,
+	// whole or as a Ref, and a child's event is decoded once. Empty caches
+	// the metadata of every object.
+	MetadataSelector string
 	// SyncPeriod is the informers' resync period; 0 disables resyncs.
 	SyncPeriod time.Duration
 	// OperatorNamespace holds the operator's own ConfigMaps (the
@@ -49,8 +54,8 @@ type Options struct {
 
 // Caches are the informers of one operator: WebApps; the Deployments,
 // Services and ConfigMaps it owns, trimmed to what is read of them
-// (TrimChild); and the metadata alone of every Deployment, Service and
-// ConfigMap. Listers answer from whichever namespace's informer holds the
+// (TrimChild); and the metadata alone of every other Deployment, Service
+// and ConfigMap (MetadataSelector). Listers answer from whichever namespace's informer holds the
 // object.
 //
 // The split keeps memory in proportion to handroll's own objects: an
@@ -96,7 +101,8 @@ func New(kube kubernetes.Interface, handroll clientset.Interface, meta metadata.
 		c.children[ns] = kubeinformers.NewSharedInformerFactoryWithOptions(kube, o.SyncPeriod,
 			kubeinformers.WithNamespace(ns), kubeinformers.WithTransform(TrimChild),
 			kubeinformers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = o.ChildSelector; shard(lo) }))
-		c.metadata[ns] = metadatainformer.NewFilteredSharedInformerFactory(meta, o.SyncPeriod, ns, shard)
+		c.metadata[ns] = metadatainformer.NewFilteredSharedInformerFactory(meta, o.SyncPeriod, ns,
+			func(lo *metav1.ListOptions) { lo.LabelSelector = o.MetadataSelector; shard(lo) })
 	}
 	if ns := o.OperatorNamespace; ns != "" {
 		// Also when every namespace is watched through a shard selector:

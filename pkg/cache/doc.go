@@ -5,7 +5,8 @@
 // DefaultNamespaces (one informer factory per namespace), ByObject label
 // selectors (children cached whole only when labelled as ours),
 // builder.OnlyMetadata (the metadata alone of every other Deployment,
-// Service and ConfigMap, through the metadata client), DefaultTransform
+// Service and ConfigMap, through the metadata client, with the complement
+// of the children's label selector: each object is cached once), DefaultTransform
 // (managedFields and the last-applied annotation dropped before objects are
 // stored), SyncPeriod — and WaitForCacheSync, with an error that names the
 // informer that did not sync and the last error its list or watch met.

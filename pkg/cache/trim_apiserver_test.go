@@ -191,12 +191,14 @@ func startTrimmedCaches(ctx context.Context, t *testing.T, cp *controlplane.Cont
 		t.Fatal(err)
 	}
 	c := handrollcache.New(cp.KubeClient(t), hr, meta, handrollcache.Options{
-		Namespaces:    []string{ns},
-		ChildSelector: webapp.LabelManagedBy + "=" + webapp.ManagedBy,
+		Namespaces:       []string{ns},
+		ChildSelector:    webapp.ChildSelector,
+		MetadataSelector: webapp.ForeignSelector,
 	})
 	c.Deployments()
 	c.Services()
 	c.ConfigMaps()
+	c.Metadata(handrollcache.ConfigMapsResource)
 	stop := make(chan struct{})
 	t.Cleanup(func() { close(stop); c.Shutdown() })
 	c.Start(stop)
@@ -290,5 +292,54 @@ func logTypicalSizes(ctx context.Context, t *testing.T, kube kubernetes.Interfac
 		stripped, _ := handrollcache.StripForCache(deepCopy(full))
 		t.Logf("typical %s: %s in the API server's answer, %s after StripForCache, %s cached (TrimChild)", k.kind,
 			sizes(t, full), sizes(t, stripped), sizes(t, got))
+	}
+}
+
+// TestEachObjectCachedOnce: with the operator's selectors, an object
+// labelled as handroll's is cached whole (trimmed) and not again as
+// metadata, and any other object as metadata alone, so that a child's
+// event is decoded once.
+func TestEachObjectCachedOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd and kube-apiserver")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cp, err := controlplane.Start(ctx, controlplane.Options{Progress: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := cp.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	ns := cp.Namespace(t)
+	kube := cp.KubeClient(t)
+	for name, labels := range map[string]map[string]string{
+		"ours":    {webapp.LabelManagedBy: webapp.ManagedBy},
+		"foreign": {webapp.LabelManagedBy: "someone-else"},
+		"plain":   nil,
+	} {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+		if _, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := startTrimmedCaches(ctx, t, cp, ns)
+	whole, meta := c.ConfigMapLister(), c.MetadataLister(handrollcache.ConfigMapsResource)
+	for name, want := range map[string]struct{ whole, meta bool }{
+		"ours":    {whole: true},
+		"foreign": {meta: true},
+		"plain":   {meta: true},
+	} {
+		_, err := whole.ConfigMaps(ns).Get(name)
+		if got := err == nil; got != want.whole {
+			t.Errorf("ConfigMap %s in the ConfigMaps cache: %v, want %v (%v)", name, got, want.whole, err)
+		}
+		_, err = meta.Get(ns, name)
+		if got := err == nil; got != want.meta {
+			t.Errorf("ConfigMap %s in the metadata cache: %v, want %v (%v)", name, got, want.meta, err)
+		}
 	}
 }

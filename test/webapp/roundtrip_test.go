@@ -244,3 +244,41 @@ func TestReferencedBinaryDataRollsThePods(t *testing.T) {
 		t.Errorf("changing the referenced ConfigMap's binaryData left the pod template's %s at %s", webapp.AnnotationConfigHash, after)
 	}
 }
+
+// TestReferenceToAConfigMapOfOursRollsThePods: a spec.configMapRef may name
+// a ConfigMap labelled as handroll's (another WebApp's config), which the
+// operator caches whole rather than as metadata: its data still goes into
+// the hash, and a change of it still rolls the pods.
+func TestReferenceToAConfigMapOfOursRollsThePods(t *testing.T) {
+	startOperator(t)
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	createWebApp(t, &handrollv1.WebApp{
+		ObjectMeta: metav1.ObjectMeta{Name: "source", Namespace: ns},
+		Spec:       handrollv1.WebAppSpec{Image: "nginx:1.27", Config: map[string]string{"level": "info"}},
+	})
+	converged(t, ns, "source")
+	createWebApp(t, &handrollv1.WebApp{
+		ObjectMeta: metav1.ObjectMeta{Name: "reader", Namespace: ns},
+		Spec: handrollv1.WebAppSpec{Image: "nginx:1.27",
+			ConfigMapRef: &handrollv1.ConfigMapReference{Name: handrollv1.OwnedConfigMapName("source")}},
+	})
+	converged(t, ns, "reader")
+	hash := func() string {
+		return getDeployment(t, ns, "reader").Spec.Template.Annotations[webapp.AnnotationConfigHash]
+	}
+	if want := webapp.ConfigHash(nil, &corev1.ConfigMap{Data: map[string]string{"level": "info"}}); hash() != want {
+		t.Fatalf("the reader's config hash is %s, want %s: the data of the ConfigMap it names", hash(), want)
+	}
+
+	updateWebApp(t, ns, "source", func(w *handrollv1.WebApp) { w.Spec.Config = map[string]string{"level": "debug"} })
+	want := webapp.ConfigHash(nil, &corev1.ConfigMap{Data: map[string]string{"level": "debug"}})
+	ctx2, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	for ctx2.Err() == nil && hash() != want {
+		time.Sleep(200 * time.Millisecond)
+	}
+	if got := hash(); got != want {
+		t.Errorf("after the named ConfigMap changed, the reader's config hash is %s, want %s", got, want)
+	}
+}

@@ -41,9 +41,9 @@ type Informers struct {
 	Services    []cache.SharedIndexInformer
 	ConfigMaps  []cache.SharedIndexInformer
 
-	// Metadata of every object of the kind (nil: not cached). A
-	// spec.configMapRef is watched through ConfigMapMetadata when it is
-	// there, else through ConfigMaps.
+	// Metadata of every object of the kind that the three above do not
+	// hold (nil: not cached). A spec.configMapRef is watched through
+	// ConfigMapMetadata and ConfigMaps.
 	DeploymentMetadata []cache.SharedIndexInformer
 	ServiceMetadata    []cache.SharedIndexInformer
 	ConfigMapMetadata  []cache.SharedIndexInformer
@@ -124,11 +124,10 @@ func NewController(r *Reconciler, inf Informers, opts controller.Options) (*cont
 			return nil, err
 		}
 	}
-	referenced := inf.ConfigMapMetadata
-	if referenced == nil {
-		referenced = inf.ConfigMaps
-	}
-	for _, configMaps := range referenced {
+	// The metadata caches hold what the ConfigMaps cache does not (a
+	// ConfigMap labelled as ours, another WebApp's config, may be named
+	// too): a reference is watched through both.
+	for _, configMaps := range slices.Concat(inf.ConfigMapMetadata, inf.ConfigMaps) {
 		if err := c.Watch(configMaps, controller.EnqueueMapped(byRef), controller.ResourceVersionChanged()); err != nil {
 			return nil, fmt.Errorf("watching referenced ConfigMaps: %w", err)
 		}

@@ -53,6 +53,13 @@ func Selector(w *handrollv1.WebApp) map[string]string {
 	}
 }
 
+// The label selectors of the operator's caches: its children, cached whole
+// (and trimmed), and every other object, whose metadata alone is cached.
+const (
+	ChildSelector   = LabelManagedBy + "=" + ManagedBy
+	ForeignSelector = LabelManagedBy + "!=" + ManagedBy
+)
+
 // Labels returns the labels of every child: the selector plus managed-by,
 // which the operator's cache filters on.
 func Labels(w *handrollv1.WebApp) map[string]string {

@@ -60,7 +60,8 @@ type Reconciler struct {
 	// without them it is looked up in the API server.
 	ChildrenCacheFiltered bool
 
-	// The metadata of every Deployment, Service and ConfigMap (nil: not
+	// The metadata of every Deployment, Service and ConfigMap not labelled
+	// as ours, which the caches above hold instead (nil: not
 	// cached). ConfigMapMeta also serves spec.configMapRef: the user's
 	// ConfigMap's data is read from the API server only when its
 	// resourceVersion moves (RefConfigMaps).

@@ -128,6 +128,9 @@ func (r *Reconciler) referenced(ctx context.Context, namespace, name string) (*c
 	m, err := r.ConfigMapMeta.Get(namespace, name)
 	if apierrors.IsNotFound(err) {
 		r.RefConfigMaps.Forget(namespace, name)
+		// The metadata cache leaves out what is labelled as ours, which
+		// the ConfigMaps cache holds whole: another WebApp's config, say.
+		return r.ConfigMaps.ConfigMaps(namespace).Get(name)
 	}
 	if err != nil {
 		return nil, err
