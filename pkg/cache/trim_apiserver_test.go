@@ -30,20 +30,7 @@ import (
 // again (the reconciler's repair) makes the cache up to date again. It also
 // logs what each child costs in the cache, before and after the transform.
 func TestTrimmedCacheAgainstAPIServer(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts etcd and kube-apiserver")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	cp, err := controlplane.Start(ctx, controlplane.Options{Progress: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := cp.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
+	ctx, cp := startControlPlane(t)
 	ns := cp.Namespace(t)
 	kube := cp.KubeClient(t)
 	w := maximalWebApp(ns)
@@ -178,6 +165,27 @@ func TestTrimmedCacheAgainstAPIServer(t *testing.T) {
 	}
 }
 
+// startControlPlane starts etcd and kube-apiserver for one test, with a
+// context that bounds it.
+func startControlPlane(t *testing.T) (context.Context, *controlplane.ControlPlane) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts etcd and kube-apiserver")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	t.Cleanup(cancel)
+	cp, err := controlplane.Start(ctx, controlplane.Options{Progress: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := cp.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return ctx, cp
+}
+
 // startTrimmedCaches runs the caches as the operator configures them, on
 // namespace ns.
 func startTrimmedCaches(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, ns string) *handrollcache.Caches {
@@ -300,20 +308,7 @@ func logTypicalSizes(ctx context.Context, t *testing.T, kube kubernetes.Interfac
 // metadata, and any other object as metadata alone, so that a child's
 // event is decoded once.
 func TestEachObjectCachedOnce(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts etcd and kube-apiserver")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	cp, err := controlplane.Start(ctx, controlplane.Options{Progress: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := cp.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
+	ctx, cp := startControlPlane(t)
 	ns := cp.Namespace(t)
 	kube := cp.KubeClient(t)
 	for name, labels := range map[string]map[string]string{

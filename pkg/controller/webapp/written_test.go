@@ -71,6 +71,20 @@ func (f *fakeInformer) deliver(t *testing.T, obj any) {
 	}
 }
 
+// fakeReconciler reads from the informers given and writes to the fake
+// clients, recording events in a fake recorder.
+func fakeReconciler(webapps, deployments, services, configMaps *fakeInformer, hr *handrollfake.Clientset, kube *fake.Clientset) *Reconciler {
+	return &Reconciler{
+		WebApps:     handrolllisters.NewWebAppLister(webapps.indexer),
+		Deployments: appslisters.NewDeploymentLister(deployments.indexer),
+		Services:    corelisters.NewServiceLister(services.indexer),
+		ConfigMaps:  corelisters.NewConfigMapLister(configMaps.indexer),
+		Client:      hr,
+		Kube:        kube,
+		Recorder:    events.NewFakeRecorder(100),
+	}
+}
+
 // metadataIndexer reads a metadata informer's store (MetadataGetter).
 type metadataIndexer struct{ cache.Indexer }
 
@@ -126,19 +140,12 @@ func TestMetadataEventDoesNotEndJustWritten(t *testing.T) {
 	deployments, services, configMaps := newFakeInformer(), newFakeInformer(), newFakeInformer()
 	deploymentMeta, serviceMeta, configMapMeta := newFakeInformer(), newFakeInformer(), newFakeInformer()
 	recorder := events.NewFakeRecorder(100)
-	r := &Reconciler{
-		WebApps:               handrolllisters.NewWebAppLister(webapps.indexer),
-		Deployments:           appslisters.NewDeploymentLister(deployments.indexer),
-		Services:              corelisters.NewServiceLister(services.indexer),
-		ConfigMaps:            corelisters.NewConfigMapLister(configMaps.indexer),
-		Client:                hr,
-		Kube:                  kube,
-		Recorder:              recorder,
-		ChildrenCacheFiltered: true,
-		DeploymentMeta:        metadataIndexer{deploymentMeta.indexer},
-		ServiceMeta:           metadataIndexer{serviceMeta.indexer},
-		ConfigMapMeta:         metadataIndexer{configMapMeta.indexer},
-	}
+	r := fakeReconciler(webapps, deployments, services, configMaps, hr, kube)
+	r.Recorder = recorder
+	r.ChildrenCacheFiltered = true
+	r.DeploymentMeta = metadataIndexer{deploymentMeta.indexer}
+	r.ServiceMeta = metadataIndexer{serviceMeta.indexer}
+	r.ConfigMapMeta = metadataIndexer{configMapMeta.indexer}
 	if _, err := NewController(r, Informers{
 		WebApps:     []cache.SharedIndexInformer{webapps},
 		Deployments: []cache.SharedIndexInformer{deployments},
@@ -329,15 +336,7 @@ func testStatusMemoryEnds(t *testing.T, echoFirst bool) {
 		}
 		return true, written.DeepCopy(), nil
 	})
-	r := &Reconciler{
-		WebApps:     handrolllisters.NewWebAppLister(webapps.indexer),
-		Deployments: appslisters.NewDeploymentLister(deployments.indexer),
-		Services:    corelisters.NewServiceLister(services.indexer),
-		ConfigMaps:  corelisters.NewConfigMapLister(configMaps.indexer),
-		Client:      hr,
-		Kube:        fake.NewClientset(),
-		Recorder:    events.NewFakeRecorder(100),
-	}
+	r := fakeReconciler(webapps, deployments, services, configMaps, hr, fake.NewClientset())
 	if _, err := NewController(r, Informers{
 		WebApps:     []cache.SharedIndexInformer{webapps},
 		Deployments: []cache.SharedIndexInformer{deployments},
