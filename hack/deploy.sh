@@ -14,7 +14,7 @@
 #   HANDROLL  the handroll binary undeploy runs `uninstall` with (default:
 #             bin/handroll, which make builds)
 #   UNDEPLOY_WEBAPP_TIMEOUT  seconds undeploy waits for the WebApps to go
-#             while the operator runs (default 120; 10 when none runs)
+#             while the operator runs (default 120; 30 when none runs)
 #   UNDEPLOY_FORCE_FINALIZERS=true  undeploy also removes other
 #             controllers' finalizers from the WebApps, skipping their
 #             clean-up
@@ -100,8 +100,9 @@ case $cmd in
   undeploy)
     # In order, so that nothing is left behind and nothing waits for ever:
     # 1. `handroll uninstall` (what the chart's pre-delete hook runs): every
-    #    WebApp, while the operator runs (its directory follows, the
-    #    garbage collector takes the children), handroll's own finalizer
+    #    WebApp, while the operator runs (its directory follows; deleted in
+    #    the foreground, each goes once the garbage collector has taken its
+    #    children, which it cannot once the CRD is gone), handroll's own finalizer
     #    removed, another controller's never unless forced; then the
     #    operator scaled to 0 and what it made as it ran. A WebApp still
     #    held stops the uninstall here, before anything of the operator's
@@ -119,7 +120,7 @@ case $cmd in
     fi
     if "$KUBECTL" get crd webapps.handroll.dev >/dev/null 2>&1; then
       running=$("$KUBECTL" -n "$namespace" get deployment handroll -o jsonpath='{.status.availableReplicas}' 2>/dev/null || true)
-      wait_s=$([[ ${running:-0} -gt 0 ]] && echo "${UNDEPLOY_WEBAPP_TIMEOUT:-120}" || echo 10)
+      wait_s=$([[ ${running:-0} -gt 0 ]] && echo "${UNDEPLOY_WEBAPP_TIMEOUT:-120}" || echo 30)
       force=()
       if [[ ${UNDEPLOY_FORCE_FINALIZERS:-false} == true ]]; then
         force=(--force-finalizers)

@@ -47,7 +47,9 @@ type uninstallOptions struct {
 // running:
 //
 //  1. every WebApp is deleted while the operator runs, so that its
-//     directory entry goes and the garbage collector takes its children;
+//     directory entry goes, in the foreground, so that it goes only once
+//     the garbage collector has taken its children (once the CRD is gone,
+//     the garbage collector could no longer prove their owner absent);
 //     handroll's own legacy finalizer is removed, another controller's
 //     never: a WebApp that one still holds is named, with its holder, and
 //     the uninstall fails rather than skip that controller's clean-up;
@@ -143,6 +145,10 @@ func deleteAllWebApps(ctx context.Context, hc versioned.Interface, force bool, t
 		err = wait.PollUntilContextTimeout(ctx, time.Second, timeout, false, func(ctx context.Context) (bool, error) {
 			now, err := sweep.pass(ctx)
 			if err != nil {
+				if ctx.Err() != nil {
+					// Cut short by the timeout itself: nothing new to say.
+					return false, nil
+				}
 				lastErr = err
 				return false, nil //nolint:nilerr // retried until the timeout; left is the last pass that read
 			}
@@ -183,15 +189,22 @@ func (s webAppSweeper) pass(ctx context.Context) (left []string, err error) {
 		client := s.client.HandrollV1().WebApps(w.Namespace)
 		state := "being deleted"
 		if w.DeletionTimestamp == nil {
-			err := client.Delete(ctx, w.Name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
+			// Foreground: the WebApp stays until the garbage collector has
+			// deleted its children, so that "every WebApp is gone" means
+			// their children are too. The CRD, deleted next, must outlive
+			// them: once its kind is gone, the garbage collector can no
+			// longer prove an owner absent and keeps the children.
+			err := client.Delete(ctx, w.Name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)})
 			if err != nil && !apierrors.IsNotFound(err) {
 				return nil, fmt.Errorf("deleting WebApp %s/%s: %w", w.Namespace, w.Name, err)
 			}
 		}
 		patch, removes := webapp.LegacyFinalizerPatch(w), webapp.LegacyFinalizerDirectory
-		others := slices.DeleteFunc(slices.Clone(w.Finalizers), func(f string) bool { return f == webapp.LegacyFinalizerDirectory })
+		others := slices.DeleteFunc(slices.Clone(w.Finalizers), func(f string) bool {
+			return f == webapp.LegacyFinalizerDirectory || garbageCollectors(f)
+		})
 		if s.force && len(others) > 0 {
-			patch, removes = removeFinalizersPatch(w), strings.Join(w.Finalizers, ", ")
+			patch, removes = removeFinalizersPatch(w), strings.Join(others, ", ")
 		}
 		if patch != nil {
 			// Invalid: the finalizers changed since the list; the next pass reads them again.
@@ -204,21 +217,36 @@ func (s webAppSweeper) pass(ctx context.Context) (left []string, err error) {
 				return nil, fmt.Errorf("removing %s from WebApp %s/%s: %w", removes, w.Namespace, w.Name, err)
 			}
 		}
-		if len(others) > 0 {
+		switch {
+		case len(others) > 0:
 			state = "held by the finalizer(s) " + strings.Join(others, ", ") + " of another controller"
+		case slices.Contains(w.Finalizers, metav1.FinalizerDeleteDependents):
+			state = "waiting for the garbage collector to delete its children"
 		}
 		left = append(left, fmt.Sprintf("%s/%s (%s)", w.Namespace, w.Name, state))
 	}
 	return left, nil
 }
 
-// removeFinalizersPatch removes every finalizer of w, provided they are
-// still the ones read: a finalizer added since is not judged unread.
+// garbageCollectors reports whether f is one of the garbage collector's
+// own finalizers, which it removes once it has dealt with the children.
+func garbageCollectors(f string) bool {
+	return f == metav1.FinalizerDeleteDependents || f == metav1.FinalizerOrphanDependents
+}
+
+// removeFinalizersPatch removes every finalizer of w but the garbage
+// collector's, provided they are still the ones read: a finalizer added
+// since is not judged unread.
 func removeFinalizersPatch(w *handrollv1.WebApp) []byte {
+	keep := slices.DeleteFunc(slices.Clone(w.Finalizers), func(f string) bool { return !garbageCollectors(f) })
+	last := map[string]any{"op": "remove", "path": "/metadata/finalizers"}
+	if len(keep) > 0 {
+		last = map[string]any{"op": "replace", "path": "/metadata/finalizers", "value": keep}
+	}
 	patch, err := json.Marshal([]map[string]any{
 		{"op": "test", "path": "/metadata/uid", "value": w.UID},
 		{"op": "test", "path": "/metadata/finalizers", "value": w.Finalizers},
-		{"op": "remove", "path": "/metadata/finalizers"},
+		last,
 	})
 	if err != nil {
 		panic(fmt.Sprintf("marshalling a JSON patch of strings cannot fail: %v", err))

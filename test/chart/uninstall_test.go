@@ -15,12 +15,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	"github.com/handroll/handroll/pkg/certs"
 	"github.com/handroll/handroll/pkg/controller/webapp"
+	"github.com/handroll/handroll/pkg/generated/clientset/versioned"
 	"github.com/handroll/handroll/test/controlplane"
 )
 
@@ -29,6 +31,9 @@ import (
 const (
 	foreignFinalizer = "backup.example.com/protect"
 	policyFinalizer  = "policy.example.com/hold"
+	// drainFinalizer keeps a child of a WebApp from going at once, as a
+	// volume's protection or a load balancer's clean-up would.
+	drainFinalizer = "drain.example.com/wait"
 )
 
 // TestUninstallCommand runs `handroll uninstall`, what the chart's
@@ -38,14 +43,17 @@ const (
 // and no other, fails naming the WebApp and its holder, touches nothing
 // of the operator's until the WebApps are gone, and then deletes exactly
 // what the operator made; --force-finalizers removes the others'
-// finalizers too, when the user says so.
+// finalizers too, when the user says so. A WebApp is gone only with its
+// children: the CRD, deleted next, must outlive them, or the garbage
+// collector can no longer prove their owner absent and keeps them.
 func TestUninstallCommand(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: no control plane")
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
-	cp, err := controlplane.Start(ctx, controlplane.Options{CRDDirs: []string{filepath.Join(repoRoot(t), "manifests", "crd")}})
+	// The controllers, for the garbage collector.
+	cp, err := controlplane.Start(ctx, controlplane.Options{Controllers: true, CRDDirs: []string{filepath.Join(repoRoot(t), "manifests", "crd")}})
 	if err != nil {
 		t.Fatalf("starting the API server: %v", err)
 	}
@@ -62,20 +70,24 @@ func TestUninstallCommand(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, w := range []struct{ ns, name, finalizer string }{
-		{"team-a", "shop", ""},
-		{"team-a", "legacy", webapp.LegacyFinalizerDirectory},
-		{"team-b", "backed-up", foreignFinalizer},
-		{"team-b", "guarded", policyFinalizer},
+	for _, w := range []struct{ ns, name, finalizer, childFinalizer string }{
+		{"team-a", "shop", "", ""},
+		{"team-a", "legacy", webapp.LegacyFinalizerDirectory, ""},
+		{"team-a", "draining", "", drainFinalizer},
+		{"team-b", "backed-up", foreignFinalizer, ""},
+		{"team-b", "guarded", policyFinalizer, ""},
 	} {
 		obj := &handrollv1.WebApp{ObjectMeta: metav1.ObjectMeta{Name: w.name}, Spec: handrollv1.WebAppSpec{Image: "registry.invalid/app:1"}}
 		if w.finalizer != "" {
 			obj.Finalizers = []string{w.finalizer}
 		}
-		if _, err := hc.HandrollV1().WebApps(w.ns).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+		created, err := hc.HandrollV1().WebApps(w.ns).Create(ctx, obj, metav1.CreateOptions{})
+		if err != nil {
 			t.Fatal(err)
 		}
+		createChild(ctx, t, kube, created, w.childFinalizer)
 	}
+	waitForGarbageCollector(ctx, t, hc, kube)
 	// What the operator made as it ran, beside what it did not make.
 	ours := []string{"Lease handroll-leader", "Lease handroll-leader-shard-0-of-3", "Lease handroll-leader-member-00000000000000ab",
 		"ConfigMap webapp-directory", "ConfigMap webapp-directory-1", "Secret handroll-webhook-tls"}
@@ -97,7 +109,10 @@ func TestUninstallCommand(t *testing.T) {
 	if err == nil {
 		t.Fatalf("handroll uninstall succeeded with a WebApp a backup tool holds:\n%s", out)
 	}
-	for _, want := range []string{"team-b/backed-up (held by the finalizer(s) " + foreignFinalizer, "team-b/guarded (held by the finalizer(s) " + policyFinalizer, "--force-finalizers"} {
+	// A WebApp is not gone while a child is left: the CRD must outlive
+	// them all.
+	for _, want := range []string{"team-b/backed-up (held by the finalizer(s) " + foreignFinalizer, "team-b/guarded (held by the finalizer(s) " + policyFinalizer, "--force-finalizers",
+		"team-a/draining (waiting for the garbage collector to delete its children)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the failure does not say %q:\n%s", want, out)
 		}
@@ -107,7 +122,8 @@ func TestUninstallCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if held.DeletionTimestamp == nil || !slices.Equal(held.Finalizers, []string{foreignFinalizer}) {
+	// The garbage collector's foregroundDeletion may still be on it.
+	if held.DeletionTimestamp == nil || !slices.Equal(slices.DeleteFunc(held.Finalizers, func(f string) bool { return f == metav1.FinalizerDeleteDependents }), []string{foreignFinalizer}) {
 		t.Errorf("the held WebApp: deleting %v, finalizers %v; want deleting, the backup tool's finalizer kept", held.DeletionTimestamp != nil, held.Finalizers)
 	}
 	for _, ns := range []string{"team-a"} {
@@ -116,8 +132,11 @@ func TestUninstallCommand(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, w := range list.Items {
-			t.Errorf("WebApp %s/%s is left (finalizers %v)", ns, w.Name, w.Finalizers)
+			if w.Name != "draining" {
+				t.Errorf("WebApp %s/%s is left (finalizers %v)", ns, w.Name, w.Finalizers)
+			}
 		}
+		checkChildren(ctx, t, kube, ns, "draining-child")
 	}
 	checkRuntimeObjects(ctx, t, kube, opNS, ours, true) // nothing of the operator's touched yet
 	if d, err := kube.AppsV1().Deployments(opNS).Get(ctx, "handroll", metav1.GetOptions{}); err != nil || ptr.Deref(d.Spec.Replicas, 1) != 2 {
@@ -130,7 +149,11 @@ func TestUninstallCommand(t *testing.T) {
 	if _, err := hc.HandrollV1().WebApps("team-b").Patch(ctx, "backed-up", types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := uninstall(); err == nil || strings.Contains(out, "backed-up") || !strings.Contains(out, "team-b/guarded") {
+	// The child's holder lets it go too.
+	if _, err := kube.CoreV1().ConfigMaps("team-a").Patch(ctx, "draining-child", types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := uninstall(); err == nil || strings.Contains(out, "backed-up") || strings.Contains(out, "draining") || !strings.Contains(out, "team-b/guarded") {
 		t.Errorf("with only the policy tool's finalizer left: %v, want a failure naming team-b/guarded alone:\n%s", err, out)
 	}
 	checkRuntimeObjects(ctx, t, kube, opNS, ours, true)
@@ -146,6 +169,8 @@ func TestUninstallCommand(t *testing.T) {
 	if list, err := hc.HandrollV1().WebApps(metav1.NamespaceAll).List(ctx, metav1.ListOptions{}); err != nil || len(list.Items) > 0 {
 		t.Errorf("WebApps left: %v (%v)", list, err)
 	}
+	checkChildren(ctx, t, kube, "team-a")
+	checkChildren(ctx, t, kube, "team-b")
 	if d, err := kube.AppsV1().Deployments(opNS).Get(ctx, "handroll", metav1.GetOptions{}); err != nil || ptr.Deref(d.Spec.Replicas, 1) != 0 {
 		t.Errorf("the operator's Deployment is not scaled to 0: %v", err)
 	}
@@ -158,6 +183,65 @@ func TestUninstallCommand(t *testing.T) {
 		t.Fatalf("handroll uninstall, a second time: %v\n%s", err, out)
 	}
 	checkRuntimeObjects(ctx, t, kube, opNS, []string{"Secret handroll-webhook-tls"}, true)
+}
+
+// createChild creates a ConfigMap owned by w as the operator owns its
+// children (blockOwnerDeletion, so that a foreground deletion of w waits
+// for it), with finalizer if not empty.
+func createChild(ctx context.Context, t *testing.T, kube kubernetes.Interface, w *handrollv1.WebApp, finalizer string) {
+	t.Helper()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+		Name:   w.Name + "-child",
+		Labels: map[string]string{webapp.LabelManagedBy: webapp.ManagedBy},
+		OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: handrollv1.SchemeGroupVersion.String(), Kind: "WebApp", Name: w.Name, UID: w.UID,
+			Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+		}},
+	}}
+	if finalizer != "" {
+		cm.Finalizers = []string{finalizer}
+	}
+	if _, err := kube.CoreV1().ConfigMaps(w.Namespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkChildren fails t unless the children of WebApps in ns are want.
+func checkChildren(ctx context.Context, t *testing.T, kube kubernetes.Interface, ns string, want ...string) {
+	t.Helper()
+	list, err := kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: webapp.LabelManagedBy + "=" + webapp.ManagedBy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, cm := range list.Items {
+		got = append(got, cm.Name)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("children of WebApps in %s: %v, want %v", ns, got, want)
+	}
+}
+
+// waitForGarbageCollector waits until the garbage collector watches
+// WebApps (it finds a new kind at its next discovery, up to 30 s after
+// the CRD): a probe WebApp deleted in the foreground goes with its child.
+func waitForGarbageCollector(ctx context.Context, t *testing.T, hc versioned.Interface, kube kubernetes.Interface) {
+	t.Helper()
+	probe, err := hc.HandrollV1().WebApps("default").Create(ctx, &handrollv1.WebApp{ObjectMeta: metav1.ObjectMeta{Name: "gc-probe"}, Spec: handrollv1.WebAppSpec{Image: "registry.invalid/app:1"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	createChild(ctx, t, kube, probe, "")
+	if err := hc.HandrollV1().WebApps("default").Delete(ctx, probe.Name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := hc.HandrollV1().WebApps("default").Get(ctx, probe.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		t.Fatalf("the garbage collector did not take the probe WebApp's child: %v", err)
+	}
 }
 
 // createRuntimeObject creates "Kind name" in ns as the operator makes it
@@ -211,7 +295,7 @@ func checkRuntimeObjects(ctx context.Context, t *testing.T, kube kubernetes.Inte
 }
 
 // operatorDeployment is the operator's Deployment as the chart names it;
-// no pod runs here (no controllers), as after the operator's own stop.
+// no pod runs here (no node), as after the operator's own stop.
 func operatorDeployment() *appsv1.Deployment {
 	labels := map[string]string{"app.kubernetes.io/name": "handroll"}
 	return &appsv1.Deployment{
