@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -18,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
@@ -39,6 +41,13 @@ type cluster struct {
 	// apiServerEvents are the writes of each event the API server wrote
 	// itself, seen so far; kept by UID because the TTL deletes them.
 	apiServerEvents map[types.UID]float64
+	// controllers: kube-controller-manager, the scheduler and kwok run, so
+	// Deployments have pods, and a namespace takes pods only once its
+	// default ServiceAccount is there.
+	controllers bool
+	// webAppEvents are the writes of each event regarding a WebApp seen so
+	// far, kept by UID because the TTL deletes them.
+	webAppEvents map[types.UID]float64
 }
 
 // parallel is how many requests the bench keeps in flight.
@@ -75,7 +84,59 @@ func forEach(n int, fn func(i int) error) error {
 func (c *cluster) createNamespaces(ctx context.Context, names []string) error {
 	return forEach(len(names), func(i int) error {
 		_, err := c.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: names[i]}}, metav1.CreateOptions{})
-		return err
+		if err != nil || !c.controllers {
+			return err
+		}
+		// Else the ReplicaSet controller's first pods are refused, and its
+		// back-off, not the contender, would set the time to Ready.
+		return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			_, err := c.kube.CoreV1().ServiceAccounts(names[i]).Get(ctx, "default", metav1.GetOptions{})
+			return err == nil, nil
+		})
+	})
+}
+
+// podsRunning waits, where the controllers run, until namespaces hold want
+// running pods, so that a measurement does not share the machine with
+// their start.
+func (c *cluster) podsRunning(ctx context.Context, namespaces []string, want int) error {
+	if !c.controllers {
+		return nil
+	}
+	running := 0
+	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
+		running = 0
+		for _, ns := range namespaces {
+			pods, err := c.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{FieldSelector: "status.phase=Running"})
+			if err != nil {
+				return false, nil //nolint:nilerr // polled again until the timeout
+			}
+			running += len(pods.Items)
+		}
+		return running >= want, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%d of %d pods running: %w", running, want, err)
+	}
+	return nil
+}
+
+// podsGone waits until namespaces hold no pod, so that the garbage
+// collector's and kwok's work of one measurement is not charged to the
+// next.
+func (c *cluster) podsGone(ctx context.Context, namespaces []string) error {
+	if !c.controllers {
+		return nil
+	}
+	return forEach(len(namespaces), func(i int) error {
+		err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+			pods, err := c.kube.CoreV1().Pods(namespaces[i]).List(ctx, metav1.ListOptions{Limit: 1})
+			return err == nil && len(pods.Items) == 0, nil
+		})
+		if err != nil {
+			return fmt.Errorf("pods left in %s: %w", namespaces[i], err)
+		}
+		return nil
 	})
 }
 
@@ -110,10 +171,11 @@ func (c *cluster) createWebApps(ctx context.Context, namespaces []string, n int)
 // wipe removes from namespaces every WebApp (dropping any finalizer a
 // stopped contender left, such as the first version's directory finalizer)
 // and every child, and removes the directory ConfigMaps, so that the next
-// contender's cluster-wide caches start from the same empty cluster. There
-// is no garbage collector here (no kube-controller-manager), so children
-// are deleted by the bench. Events are left to the API server's TTL: no
-// contender watches them, and deleting them would double a wipe's time.
+// contender's cluster-wide caches start from the same empty cluster. The
+// bench deletes the children itself, as a cluster may run no garbage
+// collector, and, where one runs, waits for the pods to go. Events are left
+// to the API server's TTL: no contender watches them, and deleting them
+// would double a wipe's time.
 func (c *cluster) wipe(ctx context.Context, namespaces []string) error {
 	unfinalize := []byte(`{"metadata":{"finalizers":null}}`)
 	all := metav1.ListOptions{}
@@ -159,7 +221,7 @@ func (c *cluster) wipe(ctx context.Context, namespaces []string) error {
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting the directory ConfigMaps: %w", err)
 	}
-	return nil
+	return c.podsGone(ctx, namespaces)
 }
 
 // directorySelector selects every part of the directory: the labels of
@@ -191,7 +253,14 @@ func (c *cluster) deleteServices(ctx context.Context, ns string) error {
 // rest_client_requests_total, has only method, code and host, so cannot
 // tell an event from a child; one contender runs at a time and the bench
 // writes no events, so the delta over a measurement is the contender's.
+//
+// Where the cluster's controllers run, they write events too (a
+// Deployment scaled, a pod created, scheduled), so the count is then of the
+// events regarding a WebApp, which every contender's are and theirs never.
 func (c *cluster) eventWrites(ctx context.Context) (float64, error) {
+	if c.controllers {
+		return c.webAppEventWrites(ctx)
+	}
 	// Listed before the scrape: one written in between is subtracted at
 	// the next call, not counted twice.
 	for _, rc := range apiServerEventReporters {
@@ -212,6 +281,26 @@ func (c *cluster) eventWrites(ctx context.Context) (float64, error) {
 		n -= w
 	}
 	return n, err
+}
+
+// webAppEventWrites is the writes of every event regarding a WebApp
+// written since the API server started.
+func (c *cluster) webAppEventWrites(ctx context.Context) (float64, error) {
+	if c.webAppEvents == nil {
+		c.webAppEvents = map[types.UID]float64{}
+	}
+	list, err := c.kube.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=WebApp"})
+	if err != nil {
+		return 0, fmt.Errorf("listing the events regarding WebApps: %w", err)
+	}
+	for _, e := range list.Items {
+		c.webAppEvents[e.UID] = writesOf(&e)
+	}
+	n := 0.0
+	for _, w := range c.webAppEvents {
+		n += w
+	}
+	return n, nil
 }
 
 // writesOf is how many writes made e: its create, then one PATCH per

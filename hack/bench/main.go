@@ -5,7 +5,14 @@
 // at several sizes and client regimes, and writes docs/benchmarks.md,
 // docs/benchmarks.json and docs/benchmarks-scale.svg.
 //
-//	go run ./hack/bench [-n 300,1000,3000] [-regimes 20/30,200/300] [-rounds 1] [-unrelated 2000] [-backlog-n 3000] [-skip-failover]
+//	go run ./hack/bench [-n 300,1000,3000] [-regimes 20/30,200/300] [-rounds 1] [-unrelated 2000] [-backlog-n 3000] [-skip-failover] [-controllers=true]
+//
+// With -controllers (the default) the control plane runs
+// kube-controller-manager, kube-scheduler and kwok with fake nodes for
+// every pod, as the local cluster does: Deployments roll out, the
+// operators see the status events a rollout causes, and each WebApp has
+// two times, applied (the operator's own work) and Ready (the cluster's
+// controllers' first, then the operator's share, timed apart).
 //
 //	go run ./hack/bench -sharding [-sharding-n 600] [-sharding-regime 20/30]
 //
@@ -89,6 +96,11 @@ type options struct {
 	failoverN      int
 	skipFailover   bool
 	timeout        time.Duration
+	// controllers runs kube-controller-manager, kube-scheduler and kwok
+	// with fake nodes for every pod, as the local cluster does.
+	controllers bool
+	// keepLogs keeps the contenders' logs after a run that succeeded.
+	keepLogs bool
 	// planOnly prints the plan and its estimate and runs nothing.
 	planOnly bool
 	// explicitContenders says -contenders was given: a contender that
@@ -158,6 +170,8 @@ func parseFlags(args []string, output io.Writer) (o options, render string, err 
 	fs.IntVar(&o.failoverN, "failover-n", -1, "WebApps of each failover trial; -1: the smallest -n")
 	fs.BoolVar(&o.skipFailover, "skip-failover", false, "skip the failover trials")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "how long any one wait (convergence, a first write, a Lease) may take before the bench fails")
+	fs.BoolVar(&o.controllers, "controllers", true, "run kube-controller-manager, kube-scheduler and kwok with fake nodes for every pod, so that Deployments roll out and the report has the time to Ready; false: the API server alone")
+	fs.BoolVar(&o.keepLogs, "keep-logs", false, "keep the contenders' logs (a failed run always does), and say where")
 	fs.BoolVar(&o.planOnly, "plan", false, "measure nothing: print the plan and its estimated time")
 	fs.BoolVar(&o.sharding, "sharding", false, "run only the sharding scenario: handroll with --shards=12, 1 replica against 3, on a control plane with the ShardedListAndWatch gate; writes benchmarks-sharding.md")
 	fs.IntVar(&o.shardingN, "sharding-n", 600, "WebApps of the sharding scenario, over 30 namespaces")
@@ -366,7 +380,7 @@ func benchmark(ctx context.Context, o options, args []string) (err error) {
 	}
 	b.logDir = work
 	defer func() {
-		if err != nil {
+		if err != nil || o.keepLogs {
 			fmt.Fprintf(os.Stderr, "bench: contender logs kept in %s\n", work)
 		} else {
 			_ = os.RemoveAll(work)
@@ -389,6 +403,10 @@ func benchmark(ctx context.Context, o options, args []string) (err error) {
 	if o.sharding {
 		cpOpts.APIServerArgs = []string{shardingFeatureGate}
 	}
+	if o.controllers {
+		cpOpts.Nodes = o.fakeNodes()
+		cpOpts.ControllerArgs = clusterControllerArgs
+	}
 	cp, err := controlplane.Start(ctx, cpOpts)
 	if err != nil {
 		return err
@@ -410,7 +428,7 @@ func benchmark(ctx context.Context, o options, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	b.cluster = &cluster{kube: kube, client: client, apiServerEvents: map[types.UID]float64{}}
+	b.cluster = &cluster{kube: kube, client: client, apiServerEvents: map[types.UID]float64{}, controllers: o.controllers}
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
@@ -425,6 +443,9 @@ func benchmark(ctx context.Context, o options, args []string) (err error) {
 		Sizes: o.sizes, Cells: plan.Cells, IdleCells: plan.IdleCells, NamespacesMax: maxNamespaces,
 		Rounds: o.rounds, IdleSeconds: o.idle.Seconds(), ColdStartWindowSeconds: o.coldWindow.Seconds(), Workers: o.workers,
 		LeaseDuration: leaseDuration.String(), RenewDeadline: renewDeadline.String(), RetryPeriod: retryPeriod.String(),
+	}
+	if o.controllers {
+		res.Config.FakeNodes = cpOpts.Nodes
 	}
 	for _, s := range o.regimes {
 		res.Config.Regimes = append(res.Config.Regimes, s.Regime)

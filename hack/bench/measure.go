@@ -123,6 +123,14 @@ func (b *bench) converge(ctx context.Context, c contender, run convergeRun) (_ C
 		return s, nil, err
 	}
 	s.ConvergeSeconds = r.convergedAt.Sub(created).Seconds()
+	if b.o.controllers && c.operator {
+		b.logf("%s: applied in %s; waiting for every WebApp to be Ready", label, formatSeconds(s.ConvergeSeconds))
+		r, err := b.wait(ctx, label, []*proc{p}, func(r runState) bool { return r.ready == r.want }, created)
+		if err != nil {
+			return s, nil, err
+		}
+		s.readyFrom(r, created)
+	}
 	after, err := b.settle(ctx, p)
 	if err != nil {
 		return s, nil, err
@@ -139,7 +147,11 @@ func (b *bench) converge(ctx context.Context, c contender, run convergeRun) (_ C
 		return s, nil, err
 	}
 	s.ConvergedLiveHeapBytes, _ = p.liveHeap()
-	b.logf("%s: converged in %s, %.0f requests (%.0f writes, %.0f of them events)", label, formatSeconds(s.ConvergeSeconds), total(s.Requests), writes(s.Requests), s.EventWrites)
+	readyNote := ""
+	if s.ReadyAllSeconds > 0 {
+		readyNote = ", Ready in " + formatSeconds(s.ReadyAllSeconds)
+	}
+	b.logf("%s: applied in %s%s, %.0f requests (%.0f writes, %.0f of them events)", label, formatSeconds(s.ConvergeSeconds), readyNote, total(s.Requests), writes(s.Requests), s.EventWrites)
 
 	if c.operator && run.idle && b.o.idle > 0 {
 		b.logf("%s: idle for %s", label, b.o.idle)
@@ -480,4 +492,23 @@ func (b *bench) awaitLease(ctx context.Context, ch <-chan lease, p *proc) (lease
 func execOutput(bin string, args ...string) (string, error) {
 	out, err := exec.Command(bin, args...).CombinedOutput()
 	return string(out), err
+}
+
+// Quantiles are the p50 and p99, in seconds, of N durations.
+type Quantiles struct {
+	P50 float64 `json:"p50"`
+	P99 float64 `json:"p99"`
+	N   int     `json:"n"`
+}
+
+// readyFrom keeps r's Ready figures, timed from the last create.
+func (s *ConvergeSample) readyFrom(r runState, created time.Time) {
+	s.ReadyAllSeconds = r.readyAt.Sub(created).Seconds()
+	lags := make([]float64, len(r.readyLags))
+	for i, d := range r.readyLags {
+		lags[i] = d.Seconds()
+	}
+	if len(lags) > 0 {
+		s.ReadyLag = &Quantiles{P50: percentile(lags, percentileLow), P99: percentile(lags, percentileHigh), N: len(lags)}
+	}
 }

@@ -307,3 +307,25 @@ func (o *options) validatePlan() error {
 	}
 	return errors.Join(errs...)
 }
+
+// clusterControllerArgs lift kube-controller-manager's and the
+// scheduler's client limits (QPS 20 and 50 by default) as a large
+// cluster's operators do: at the defaults, a few requests per pod at QPS
+// 20 would make the cluster's own controllers, not the contenders, set
+// the time to Ready.
+var clusterControllerArgs = []string{"--kube-api-qps=500", "--kube-api-burst=1000"}
+
+// podsPerFakeNode is how many pods a kwok node takes (test/controlplane's
+// node capacity).
+const podsPerFakeNode = 250
+
+// fakeNodes is how many kwok nodes hold the most pods any measurement
+// has at once, with one to spare: every WebApp has one replica, and an
+// edit makes it two.
+func (o *options) fakeNodes() int {
+	pods := max(slices.Max(o.sizes), o.backlogN+o.edits, o.unrelated, o.failoverN)
+	if o.sharding {
+		pods = o.shardingN
+	}
+	return (pods+podsPerFakeNode-1)/podsPerFakeNode + 1
+}

@@ -30,6 +30,9 @@ func (b *bench) unrelatedScenario(ctx context.Context, contenders []contender, c
 	if err := b.cluster.createUnrelated(ctx, namespaces, m); err != nil {
 		return err
 	}
+	if err := b.cluster.podsRunning(ctx, namespaces, m); err != nil {
+		return fmt.Errorf("the unrelated Deployments' pods: %w", err)
+	}
 	b.logf("unrelated objects: created in %s", elapsed(time.Since(began)))
 	for round := 1; round <= b.o.rounds; round++ {
 		for _, c := range rotate(contenders, round-1) {

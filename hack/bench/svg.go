@@ -54,7 +54,7 @@ func (r *Results) scaleSVG() (string, bool) {
 		f                 func(ConvergeSample) float64
 		series            []series
 	}{
-		{title: "Converge: N WebApps created → all converged", unit: "s", axis: "seconds", f: func(s ConvergeSample) float64 { return s.ConvergeSeconds }},
+		{title: "Applied: first create → all applied", unit: "s", axis: "seconds", f: ConvergeSample.applied},
 		{title: "Peak RSS (VmHWM) once converged", unit: "MiB", axis: "MiB", f: func(s ConvergeSample) float64 { return mib(s.ConvergedPeakRSSBytes) }},
 	}
 	var contenders []string

@@ -37,15 +37,29 @@ type app struct {
 	service     bool
 	configMap   bool
 	resourceVer string
+
+	// statusReady: the status says Ready for the current generation.
+	statusReady bool
+	// podsReady: the Deployment's status has every replica of its current
+	// generation ready (kube-controller-manager's report of the pods), since
+	// podsReadyAt, when the bench saw it.
+	podsReady   bool
+	podsReadyAt time.Time
+	// lagPending: the status said Ready before the bench saw the pods
+	// ready; the lag is counted as 0 when it does.
+	lagPending bool
 }
 
-// converged is the bench's definition of done: the status reports the
-// current generation and every child exists. No pods run here, so nothing
-// more can become true.
+// converged is the bench's definition of applied, the operator's own
+// work: the status reports the current generation and every child exists.
 func (a *app) converged() bool {
 	return a.exists && a.generation > 0 && a.observed == a.generation &&
 		a.deployment && a.service && (a.configMap || !a.wantConfig)
 }
+
+// ready is what a user waits for: converged, and the status says Ready,
+// which needs every replica ready, so the cluster's controllers.
+func (a *app) ready() bool { return a.converged() && a.statusReady }
 
 // runState is the set of namespaces one measurement is about, and what
 // has happened in them.
@@ -53,9 +67,15 @@ type runState struct {
 	namespaces  map[string]bool
 	want        int
 	converged   int
+	ready       int
 	seen        int       // WebApps that exist
 	convergedAt time.Time // when converged last reached want
+	readyAt     time.Time // when ready last reached want
 	firstWrite  time.Time // first write by someone other than the bench
+	// readyLags are, for each WebApp that became ready, the time from its
+	// Deployment reporting every replica ready to its status saying Ready:
+	// the operator's own share of the wait.
+	readyLags []time.Duration
 }
 
 // lease is what the tracker last saw of a Lease.
@@ -184,8 +204,11 @@ func (t *tracker) update(namespace, name string, change func(*app) (written bool
 		a = &app{}
 		t.apps[key] = a
 	}
-	wasConverged, existed := a.converged(), a.exists
+	wasConverged, wasReady, wasPodsReady, existed := a.converged(), a.ready(), a.podsReady, a.exists
 	written := change(a)
+	if a.podsReady && !wasPodsReady {
+		a.podsReadyAt = now
+	}
 	if !a.exists && !a.deployment && !a.service && !a.configMap {
 		delete(t.apps, key)
 	}
@@ -200,6 +223,26 @@ func (t *tracker) update(namespace, name string, change func(*app) (written bool
 			} else {
 				r.converged--
 			}
+		}
+		if is := a.ready(); is != wasReady {
+			if is {
+				r.ready++
+				if r.ready == r.want {
+					r.readyAt = now
+				}
+				if a.podsReady {
+					r.readyLags = append(r.readyLags, now.Sub(a.podsReadyAt))
+				} else {
+					a.lagPending = true
+				}
+			} else {
+				r.ready--
+			}
+		}
+		if a.lagPending && a.podsReady {
+			// Two watches: the status's event reached the bench first.
+			r.readyLags = append(r.readyLags, 0)
+			a.lagPending = false
 		}
 		if a.exists != existed {
 			if a.exists {
@@ -242,6 +285,8 @@ func (t *tracker) onWebApp(obj any, deleted, added bool) {
 		written := !added && a.exists && a.resourceVer != w.ResourceVersion && w.Generation == a.generation
 		a.exists, a.wantConfig = true, len(w.Spec.Config) > 0
 		a.generation, a.observed, a.resourceVer = w.Generation, w.Status.ObservedGeneration, w.ResourceVersion
+		ready := meta.FindStatusCondition(w.Status.Conditions, handrollv1.ConditionReady)
+		a.statusReady = ready != nil && ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == w.Generation
 		return written
 	})
 }
@@ -256,6 +301,11 @@ func (t *tracker) onDeployment(obj any, deleted, _ bool) {
 		if d.Spec.Replicas != nil {
 			a.replicas = *d.Spec.Replicas
 		}
+		// What the operators' status requires of the Deployment to say
+		// Ready (webapp.ComputeStatus): rolled out, every replica ready.
+		st := d.Status
+		a.podsReady = !deleted && st.ObservedGeneration >= d.Generation && st.Replicas == a.replicas &&
+			st.UpdatedReplicas == a.replicas && st.AvailableReplicas == a.replicas && st.ReadyReplicas >= a.replicas
 		return !deleted
 	})
 }
@@ -328,9 +378,15 @@ func (t *tracker) begin(namespaces []string, want int) {
 		if a.converged() {
 			r.converged++
 		}
+		if a.ready() {
+			r.ready++
+		}
 	}
 	if r.converged == want {
 		r.convergedAt = time.Now()
+	}
+	if r.ready == want {
+		r.readyAt = time.Now()
 	}
 	t.run = r
 }

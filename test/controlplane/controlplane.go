@@ -38,6 +38,10 @@ type Options struct {
 	// Nodes starts kwok and registers this many fake nodes, whose pods kwok
 	// reports Running and Ready. It implies Controllers.
 	Nodes int
+	// ControllerArgs are extra flags of kube-controller-manager and
+	// kube-scheduler alike (both take --kube-api-qps and --kube-api-burst),
+	// appended last.
+	ControllerArgs []string
 
 	// CRDDirs are directories of CustomResourceDefinition YAML files to
 	// install; Start returns once each is Established.
@@ -255,7 +259,7 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	}
 
 	if opts.Controllers {
-		if err := cp.start(ctx, "kube-controller-manager", bins.path("kube-controller-manager"), []string{
+		if err := cp.start(ctx, "kube-controller-manager", bins.path("kube-controller-manager"), append([]string{
 			"--kubeconfig=" + cp.Kubeconfig,
 			"--authentication-kubeconfig=" + cp.Kubeconfig,
 			"--authorization-kubeconfig=" + cp.Kubeconfig,
@@ -272,16 +276,16 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 			// unready, which is a fault of the test bed, not of the code
 			// under test.
 			"--node-monitor-grace-period=5m",
-		}, opts.Detach, nil); err != nil {
+		}, opts.ControllerArgs...), opts.Detach, nil); err != nil {
 			return nil, err
 		}
-		if err := cp.start(ctx, "kube-scheduler", bins.path("kube-scheduler"), []string{
+		if err := cp.start(ctx, "kube-scheduler", bins.path("kube-scheduler"), append([]string{
 			"--kubeconfig=" + cp.Kubeconfig,
 			"--authentication-kubeconfig=" + cp.Kubeconfig,
 			"--authorization-kubeconfig=" + cp.Kubeconfig,
 			"--secure-port=0",
 			"--leader-elect=false",
-		}, opts.Detach, nil); err != nil {
+		}, opts.ControllerArgs...), opts.Detach, nil); err != nil {
 			return nil, err
 		}
 	}
