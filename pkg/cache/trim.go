@@ -1,6 +1,8 @@
 package cache
 
 import (
+	"maps"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -63,14 +65,21 @@ const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 
 func trimDeployment(d *appsv1.Deployment) *appsv1.Deployment {
 	tmpl := &d.Spec.Template
+	meta := trimMeta(&d.ObjectMeta)
+	// The pod template's labels are the Deployment's own (webapp.Labels):
+	// one map for both, as nothing writes to a cached object.
+	tmplLabels := tmpl.Labels
+	if maps.Equal(tmplLabels, meta.Labels) {
+		tmplLabels = meta.Labels
+	}
 	out := &appsv1.Deployment{
 		TypeMeta:   d.TypeMeta,
-		ObjectMeta: trimMeta(&d.ObjectMeta),
+		ObjectMeta: meta,
 		Spec: appsv1.DeploymentSpec{
 			Replicas: d.Spec.Replicas,
 			Selector: d.Spec.Selector,
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: tmpl.Labels, Annotations: tmpl.Annotations},
+				ObjectMeta: metav1.ObjectMeta{Labels: tmplLabels, Annotations: tmpl.Annotations},
 				Spec: corev1.PodSpec{
 					Containers: trimContainers(tmpl.Spec.Containers),
 					Volumes:    trimVolumes(tmpl.Spec.Volumes),
