@@ -12,10 +12,11 @@
 //	informer ─event─▶ handler.go        predicates filter the event; a Handler
 //	                                    turns its object into Requests, queued
 //	                                    at the event's priority
-//	         ─key───▶ priorityqueue.go  client-go's workqueue with two
+//	         ─key───▶ priorityqueue.go  client-go's workqueue with three
 //	                                    priorities: de-duplicates keys, delays
-//	                                    retries, hands out live changes before
-//	                                    the initial list and resyncs
+//	                                    retries, hands out progress (a child's
+//	                                    rollout), then live changes, then the
+//	                                    initial list and resyncs
 //	         ─key───▶ controller.go     a worker takes a key, calls Reconcile
 //	                                    and, from the outcome, forgets the key,
 //	                                    retries it with backoff or requeues it

@@ -230,6 +230,26 @@ func (e *eventHandler) object(obj any) (metav1.Object, bool) {
 	return o, true
 }
 
+// WithProgressPriority wraps h so that a live update for which progress
+// holds is queued at PriorityProgress rather than PriorityHigh: a change
+// that moves work already begun (a child's rollout) does not wait behind
+// new work. Other events, and resyncs, keep their priority.
+func WithProgressPriority(h Handler, progress func(oldObj, newObj metav1.Object) bool) Handler {
+	return progressPriority{Handler: h, progress: progress}
+}
+
+type progressPriority struct {
+	Handler
+	progress func(oldObj, newObj metav1.Object) bool
+}
+
+func (h progressPriority) Update(ctx context.Context, oldObj, newObj metav1.Object, q Queue) {
+	if at, ok := q.(queueAt); ok && at.priority == PriorityHigh && h.progress(oldObj, newObj) {
+		q = queueAt{PriorityQueue: at.PriorityQueue, priority: PriorityProgress}
+	}
+	h.Handler.Update(ctx, oldObj, newObj, q)
+}
+
 // queueAt is a PriorityQueue whose Add uses the priority of one event.
 type queueAt struct {
 	PriorityQueue

@@ -8,10 +8,11 @@ import (
 	"k8s.io/client-go/util/workqueue"
 )
 
-// Priority orders the keys waiting in a controller's queue: every high key is
-// handed to a worker before any low one, and keys of one priority go in the
-// order they were queued. There are two levels; a value below PriorityHigh
-// counts as low.
+// Priority orders the keys waiting in a controller's queue: every key of a
+// higher level is handed to a worker before any of a lower one, and keys of
+// one level go in the order they were queued. There are three levels: a
+// value below PriorityHigh counts as low, one from PriorityProgress up as
+// progress, any other as high.
 type Priority int
 
 const (
@@ -22,16 +23,47 @@ const (
 	// PriorityHigh, the zero value, is for live changes. It is
 	// controller-runtime's default priority.
 	PriorityHigh Priority = 0
+	// PriorityProgress is for a live change that moves work already begun
+	// toward its end (a child's rollout reporting progress), so that it
+	// does not wait behind new work: what a user waits for finishes first.
+	// controller-runtime has no name for it; any priority above its
+	// default does the same there.
+	PriorityProgress Priority = 100
 )
 
 func (p Priority) String() string {
-	if p.low() {
+	switch p.level() {
+	case levelLow:
 		return "low"
+	case levelProgress:
+		return "progress"
 	}
 	return "high"
 }
 
-func (p Priority) low() bool { return p < PriorityHigh }
+// The levels, lowest first: the index of each one's lane.
+const (
+	levelLow = iota
+	levelHigh
+	levelProgress
+	levels
+)
+
+func (p Priority) level() int {
+	switch {
+	case p < PriorityHigh:
+		return levelLow
+	case p >= PriorityProgress:
+		return levelProgress
+	}
+	return levelHigh
+}
+
+// normalized is the level's own value: the priority a key is handed out
+// at.
+func (p Priority) normalized() Priority {
+	return [levels]Priority{PriorityLow, PriorityHigh, PriorityProgress}[p.level()]
+}
 
 // priorityWorkqueue is the controller's queue: client-go's workqueue with
 // priorities. It is three client-go pieces, so that what they guarantee and
@@ -84,11 +116,7 @@ func (q *priorityWorkqueue) Add(req Request) { q.AddWithPriority(req, PriorityHi
 // A key being processed is queued again at Done, at the highest priority it
 // was added with meanwhile.
 func (q *priorityWorkqueue) AddWithPriority(req Request, p Priority) {
-	if p.low() {
-		p = PriorityLow
-	} else {
-		p = PriorityHigh
-	}
+	p = p.normalized()
 	q.store.want(req, p)
 	q.queue.Add(req)
 	q.store.settle(req, p)
@@ -188,7 +216,7 @@ type delayTarget struct {
 
 func (t delayTarget) Add(req Request) { t.q.delayOver(req) }
 
-// priorityStore keeps the keys that are ready, in two FIFO lanes. It
+// priorityStore keeps the keys that are ready, in a FIFO lane per level. It
 // implements workqueue.Queue: the Typed queue calls Push, Touch, Pop and Len
 // under its lock, and only as its dirty and processing sets allow, so the
 // store never holds a key twice, nor one being processed.
@@ -203,8 +231,8 @@ func (t delayTarget) Add(req Request) { t.q.delayOver(req) }
 type priorityStore struct {
 	mu sync.Mutex // want, settle, done and taken run outside the Typed queue's lock
 
-	high, low list.List                 // of *storeEntry, oldest first
-	queued    map[Request]*list.Element // the entry of each key in a lane
+	lanes  [levels]list.List         // of *storeEntry, oldest first
+	queued map[Request]*list.Element // the entry of each key in a lane
 
 	// adding holds, per key, the AddWithPriority calls under way.
 	adding map[Request]*adding
@@ -291,14 +319,9 @@ func (s *priorityStore) done(req Request) {
 	delete(s.next, req)
 }
 
-func (s *priorityStore) lane(p Priority) *list.List {
-	if p.low() {
-		return &s.low
-	}
-	return &s.high
-}
+func (s *priorityStore) lane(p Priority) *list.List { return &s.lanes[p.level()] }
 
-// raise moves a queued entry to the end of the high lane if p is higher, as
+// raise moves a queued entry to the end of p's lane if p is higher, as
 // controller-runtime's priority queue does; an equal or lower p leaves it
 // where it is.
 func (s *priorityStore) raise(el *list.Element, p Priority) {
@@ -306,9 +329,9 @@ func (s *priorityStore) raise(el *list.Element, p Priority) {
 	if p <= e.priority {
 		return
 	}
-	s.low.Remove(el)
+	s.lane(e.priority).Remove(el)
 	e.priority = p
-	s.queued[e.req] = s.high.PushBack(e)
+	s.queued[e.req] = s.lane(p).PushBack(e)
 }
 
 // Push queues a key that was not queued, at the end of its priority's lane:
@@ -346,9 +369,9 @@ func (s *priorityStore) Touch(req Request) {
 func (s *priorityStore) Pop() Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	l := &s.high
-	if l.Len() == 0 {
-		l = &s.low
+	l := &s.lanes[levels-1]
+	for i := levels - 2; l.Len() == 0 && i >= 0; i-- {
+		l = &s.lanes[i]
 	}
 	e := l.Remove(l.Front()).(*storeEntry)
 	delete(s.queued, e.req)
@@ -360,7 +383,11 @@ func (s *priorityStore) Pop() Request {
 func (s *priorityStore) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.high.Len() + s.low.Len()
+	n := 0
+	for i := range s.lanes {
+		n += s.lanes[i].Len()
+	}
+	return n
 }
 
 // taken returns and forgets the priority req was popped at.
@@ -375,9 +402,9 @@ func (s *priorityStore) taken(req Request) Priority {
 	return p
 }
 
-// depths returns how many keys are ready at each priority.
-func (s *priorityStore) depths() (high, low int) {
+// depths returns how many keys are ready at each level.
+func (s *priorityStore) depths() (progress, high, low int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.high.Len(), s.low.Len()
+	return s.lanes[levelProgress].Len(), s.lanes[levelHigh].Len(), s.lanes[levelLow].Len()
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -78,6 +79,30 @@ func drain(t *testing.T, q *priorityWorkqueue, n int) []handed {
 	return out
 }
 
+// Progress keys go before every high and low one, FIFO among themselves;
+// a queued key raised to progress goes to the end of its lane.
+func TestPriorityQueueHandsOutProgressFirst(t *testing.T) {
+	q := newTestQueue(t)
+	q.Add(key("h1"))
+	q.AddWithPriority(key("l1"), PriorityLow)
+	q.AddWithPriority(key("p1"), PriorityProgress)
+	q.Add(key("h2"))
+	q.AddWithPriority(key("p2"), PriorityProgress+50) // from PriorityProgress up: progress
+	q.AddWithPriority(key("h1"), PriorityProgress)    // raised from high
+	q.AddWithPriority(key("l1"), PriorityProgress)    // raised from low
+	q.AddWithPriority(key("p1"), PriorityLow)         // never lowered
+	if progress, high, low := q.store.depths(); progress != 4 || high != 1 || low != 0 {
+		t.Errorf("depths = %d progress, %d high, %d low; want 4, 1, 0", progress, high, low)
+	}
+	want := []handed{
+		{key("p1"), PriorityProgress}, {key("p2"), PriorityProgress}, {key("h1"), PriorityProgress}, {key("l1"), PriorityProgress},
+		{key("h2"), PriorityHigh},
+	}
+	if diff := cmp.Diff(want, drain(t, q, len(want))); diff != "" {
+		t.Errorf("order (-want +got):\n%s", diff)
+	}
+}
+
 func TestPriorityQueueHandsOutHighBeforeLowFIFOWithin(t *testing.T) {
 	q := newTestQueue(t)
 	q.AddWithPriority(key("l1"), PriorityLow)
@@ -87,7 +112,7 @@ func TestPriorityQueueHandsOutHighBeforeLowFIFOWithin(t *testing.T) {
 	q.AddWithPriority(key("l3"), PriorityLow)
 	q.AddWithPriority(key("below"), -5) // below PriorityHigh: low
 	q.AddWithPriority(key("above"), 7)  // above: high
-	if high, low := q.store.depths(); high != 3 || low != 4 {
+	if _, high, low := q.store.depths(); high != 3 || low != 4 {
 		t.Errorf("depths = %d high, %d low; want 3, 4", high, low)
 	}
 	want := []handed{
@@ -124,7 +149,7 @@ func TestPriorityQueueRaisesAQueuedLowKey(t *testing.T) {
 	}
 	q.Add(key("h"))
 	q.Add(key("b")) // raised: to the end of the high keys, as in controller-runtime
-	if high, low := q.store.depths(); high != 2 || low != 2 {
+	if _, high, low := q.store.depths(); high != 2 || low != 2 {
 		t.Errorf("depths = %d high, %d low; want 2, 2", high, low)
 	}
 	want := []handed{{key("h"), PriorityHigh}, {key("b"), PriorityHigh}, {key("a"), PriorityLow}, {key("c"), PriorityLow}}
@@ -214,7 +239,7 @@ func TestPriorityQueueNeverHandsAKeyToTwoWorkers(t *testing.T) {
 				}
 				held[req] = true
 				perPrio[p]++
-				if n, _ := strconv.Atoi(req.Name); n < keys/2 && p == PriorityHigh && retrying.Load() {
+				if n, _ := strconv.Atoi(req.Name); n < keys/2 && p != PriorityLow && retrying.Load() {
 					lowOnlyUp = append(lowOnlyUp, req)
 				}
 				mu.Unlock()
@@ -256,9 +281,12 @@ func TestPriorityQueueNeverHandsAKeyToTwoWorkers(t *testing.T) {
 				// Half the keys are only ever added low. The others, added at
 				// random, are nearly always raised before a worker takes them.
 				i := rand.IntN(keys)
-				if req := key(fmt.Sprint(i)); i < keys/2 || rand.IntN(2) == 0 {
+				switch req := key(fmt.Sprint(i)); {
+				case i < keys/2 || rand.IntN(2) == 0:
 					q.AddWithPriority(req, PriorityLow)
-				} else {
+				case rand.IntN(4) == 0:
+					q.AddWithPriority(req, PriorityProgress)
+				default:
 					q.Add(req)
 				}
 			}
@@ -314,8 +342,8 @@ func TestPriorityQueueNeverHandsAKeyToTwoWorkers(t *testing.T) {
 	if len(violations) > 0 {
 		t.Errorf("keys handed to a second worker while held: %v", violations)
 	}
-	if perPrio[PriorityHigh] == 0 || perPrio[PriorityLow] == 0 {
-		t.Errorf("keys handed out per priority: %v; want both", perPrio)
+	if perPrio[PriorityProgress] == 0 || perPrio[PriorityHigh] == 0 || perPrio[PriorityLow] == 0 {
+		t.Errorf("keys handed out per priority: %v; want all three", perPrio)
 	}
 	if len(lowOnlyUp) > 0 {
 		t.Errorf("keys only ever added low were handed out high: %v", lowOnlyUp)
@@ -323,10 +351,11 @@ func TestPriorityQueueNeverHandsAKeyToTwoWorkers(t *testing.T) {
 	s := q.store
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	lanes := []int{s.lanes[levelLow].Len(), s.lanes[levelHigh].Len(), s.lanes[levelProgress].Len()}
 	if len(s.queued) != 0 || len(s.adding) != 0 || len(s.next) != 0 || len(s.processing) != 0 || len(s.popped) != 0 ||
-		s.high.Len() != 0 || s.low.Len() != 0 {
-		t.Errorf("store not empty when quiet: queued %v, adding %v, next %v, processing %v, popped %v, lanes %d high %d low",
-			s.queued, s.adding, s.next, s.processing, s.popped, s.high.Len(), s.low.Len())
+		slices.ContainsFunc(lanes, func(n int) bool { return n != 0 }) {
+		t.Errorf("store not empty when quiet: queued %v, adding %v, next %v, processing %v, popped %v, lanes (low, high, progress) %v",
+			s.queued, s.adding, s.next, s.processing, s.popped, lanes)
 	}
 }
 
@@ -604,6 +633,35 @@ func TestEventHandlerQueuesAtTheEventsPriority(t *testing.T) {
 			})
 		}
 	}
+
+	t.Run("WithProgressPriority raises live updates where progress holds, and only those", func(t *testing.T) {
+		withGen := func(rv string, gen int64) *corev1.ConfigMap {
+			c := cm(rv)
+			c.Generation = gen
+			return c
+		}
+		h := WithProgressPriority(EnqueueObject(), func(o, n metav1.Object) bool { return o.GetGeneration() == n.GetGeneration() })
+		for _, tc := range []struct {
+			name     string
+			old, new *corev1.ConfigMap
+			want     Priority
+		}{
+			{"progress", withGen("1", 3), withGen("2", 3), PriorityProgress},
+			{"no progress", withGen("1", 3), withGen("2", 4), PriorityHigh},
+			{"resync", withGen("1", 3), withGen("1", 3), PriorityLow},
+		} {
+			q := &priorityRecorder{}
+			newEventHandler(h, q).OnUpdate(tc.old, tc.new)
+			if got := q.take(); !cmp.Equal(got, []handed{{key("cm"), tc.want}}) {
+				t.Errorf("%s: queued %v, want cm at %v", tc.name, got, tc.want)
+			}
+		}
+		q := &priorityRecorder{}
+		newEventHandler(h, q).OnAdd(withGen("1", 3), false)
+		if got := q.take(); !cmp.Equal(got, []handed{{key("cm"), PriorityHigh}}) {
+			t.Errorf("create: queued %v, want cm at %v", got, PriorityHigh)
+		}
+	})
 
 	t.Run("a Handler may set the priority itself", func(t *testing.T) {
 		q := &priorityRecorder{}

@@ -92,14 +92,20 @@ func NewController(r *Reconciler, inf Informers, opts controller.Options) (*cont
 		}
 	}
 	// Owns: any change to a child (status included) reconciles its owner,
-	// but the watch event of the reconciler's own write of it.
-	for kind, informers := range map[string][]cache.SharedIndexInformer{
-		"Deployment": inf.Deployments,
-		"Service":    inf.Services,
-		"ConfigMap":  inf.ConfigMaps,
+	// but the watch event of the reconciler's own write of it. A
+	// Deployment's rollout reporting progress goes before new WebApps: the
+	// owner's status is what its user waits for.
+	owner := controller.EnqueueOwner(webAppKind, true)
+	for kind, watch := range map[string]struct {
+		informers []cache.SharedIndexInformer
+		handler   controller.Handler
+	}{
+		"Deployment": {inf.Deployments, controller.WithProgressPriority(owner, rolloutProgress)},
+		"Service":    {inf.Services, owner},
+		"ConfigMap":  {inf.ConfigMaps, owner},
 	} {
-		for _, informer := range informers {
-			if err := c.Watch(informer, controller.EnqueueOwner(webAppKind, true), r.recent.notEcho(kind)); err != nil {
+		for _, informer := range watch.informers {
+			if err := c.Watch(informer, watch.handler, r.recent.notEcho(kind)); err != nil {
 				return nil, err
 			}
 		}
@@ -141,4 +147,10 @@ func hasLegacyFinalizer() controller.Predicate {
 	return controller.PredicateFuncs{UpdateFunc: func(_, newObj metav1.Object) bool {
 		return slices.Contains(newObj.GetFinalizers(), LegacyFinalizerDirectory)
 	}}
+}
+
+// rolloutProgress: a Deployment changed without a new spec (its generation
+// did not move), so its rollout, or its pods' readiness, moved.
+func rolloutProgress(oldObj, newObj metav1.Object) bool {
+	return newObj.GetGeneration() != 0 && newObj.GetGeneration() == oldObj.GetGeneration()
 }
