@@ -113,6 +113,9 @@ type ConvergeSample struct {
 	// an operator.
 	ReadyAllSeconds float64    `json:"readyAllSeconds,omitempty"`
 	ReadyLag        *Quantiles `json:"readyLag,omitempty"`
+	// NotReady is how many WebApps were not Ready when the wait for Ready
+	// gave up (readyTimeout); the Ready figures are then not measured.
+	NotReady int `json:"notReady,omitempty"`
 	// Requests are the contender's API requests by HTTP method from just
 	// before the first create until its counters settled after convergence.
 	Requests map[string]float64 `json:"requests"`
@@ -1039,9 +1042,11 @@ func clusterNote(fakeNodes int) string {
 		"(kube-controller-manager's and kwok's work first, timed for the operators: the floor writes one status and watches nothing). "+
 		"**The operator's share of Ready** is, for each WebApp, the time from the bench seeing its Deployment report every replica "+
 		"of its generation ready to the bench seeing its status say Ready: the operator's reaction to the event it waits for, "+
-		"not kube-controller-manager's from the pod to the Deployment. **Events** are then counted from the API server's list of "+
+		"not kube-controller-manager's from the pod to the Deployment. The wait for Ready gives up after %s: a sample in which some "+
+		"WebApps were not Ready by then (the JSON's `notReady`; on 2 cores a fake node's heartbeat can be late enough for "+
+		"kube-controller-manager to mark its pods not ready, and kwok does not mark them ready again) has no Ready figures. **Events** are then counted from the API server's list of "+
 		"those regarding a WebApp (the cluster's controllers write their own about Deployments, ReplicaSets and pods; every "+
-		"contender's are about WebApps).", strings.Join(clusterControllerArgs, " "), fakeNodes, podsPerFakeNode) + watched
+		"contender's are about WebApps).", strings.Join(clusterControllerArgs, " "), fakeNodes, podsPerFakeNode, readyTimeout) + watched
 }
 
 func methodology(r *Results) []string {
