@@ -144,16 +144,16 @@ func deleteAllWebApps(ctx context.Context, hc versioned.Interface, force bool, t
 	if len(left) > 0 {
 		err = wait.PollUntilContextTimeout(ctx, time.Second, timeout, false, func(ctx context.Context) (bool, error) {
 			now, err := sweep.pass(ctx)
-			if err != nil {
-				if ctx.Err() != nil {
-					// Cut short by the timeout itself: nothing new to say.
-					return false, nil
-				}
+			switch {
+			case err == nil:
+				left, lastErr = now, nil
+				return len(left) == 0, nil
+			case ctx.Err() == nil:
+				// Retried until the timeout; left is the last pass that read.
+				// A pass cut short by the timeout itself says nothing new.
 				lastErr = err
-				return false, nil //nolint:nilerr // retried until the timeout; left is the last pass that read
 			}
-			left, lastErr = now, nil
-			return len(left) == 0, nil
+			return false, nil
 		})
 	}
 	if err != nil {
