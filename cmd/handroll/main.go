@@ -76,7 +76,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.syncPeriod, "sync-period", 10*time.Hour, "How often the informers resync every cached object (cache.Options.SyncPeriod); 0 disables resyncs.")
 	fs.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", 4, "WebApps reconciled in parallel (controller.Options.MaxConcurrentReconciles).")
 	fs.IntVar(&o.shards, "shards", 0,
-		"Split the WebApps between the replicas: the hash space of their namespaces is cut into this many ranges, each fenced by a Lease and reconciled by one live replica, which caches only its ranges with --namespaces or the API server's ShardedListAndWatch feature gate (else everything, filtered on the client). 0: one leader reconciles every WebApp.")
+		"Split the WebApps between the replicas: the hash space of their uids is cut into this many ranges (at most 256), each fenced by a Lease and reconciled by one live replica, which caches only its ranges' WebApps and children (labelled handroll.dev/shard-bucket) with the API server's ShardedListAndWatch feature gate (else everything, filtered on the client). 0: one leader reconciles every WebApp.")
 	fs.StringVar(&o.reconcileJournal, "reconcile-journal", "",
 		"File to which every reconcile's start and end are appended as JSON lines, with this replica's leader election identity: an audit of who reconciled what, when. Empty: none.")
 	fs.Int64Var(&o.reconcileJournalMaxMiB, "reconcile-journal-max-size", 100,

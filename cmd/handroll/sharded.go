@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 
+	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	handrollcache "github.com/handroll/handroll/pkg/cache"
 	"github.com/handroll/handroll/pkg/controller"
 	"github.com/handroll/handroll/pkg/controller/webapp"
@@ -30,9 +31,9 @@ import (
 	"github.com/handroll/handroll/pkg/shard"
 )
 
-// maxShards bounds --shards: each range costs a Lease renewed every retry
-// period by its holder.
-const maxShards = 1024
+// maxShards bounds --shards: a range is at least one bucket, and each costs
+// a Lease renewed every retry period by its holder.
+const maxShards = shard.Buckets
 
 // validateShards checks --shards against the other flags.
 func validateShards(o options) error {
@@ -85,42 +86,28 @@ type shardedDeps struct {
 
 // startSharded is steps 8 to 12 with --shards: instead of one leader
 // running one controller over every WebApp, a shard.Coordinator runs this
-// replica's share of the ranges, each on its own Lease, with caches of
-// that range's namespaces alone and controllers of its own: the WebApps',
-// and the directory's for the range's entries.
+// replica's share of the ranges, each on its own Lease, with caches of that
+// range's WebApps and their children alone and controllers of its own: the
+// WebApps', and the directory's for the range's entries.
 func startSharded(ctx context.Context, o options, d shardedDeps) error {
-	// Step 8 — cache, per range. The API server narrows each range's
-	// caches when it applies the shardSelector, or with --namespaces, where
-	// a range's namespaces are known. Otherwise every replica caches every
-	// range once. Either way each range's controller keeps to its range on
-	// the client too (step 9): the server's filtering saves memory, never
-	// decides correctness.
-	var shared *sharedCaches
-	if len(o.namespaces) == 0 {
-		probeCtx, cancelProbe := context.WithTimeout(ctx, 30*time.Second)
-		filters, err := shard.ServerFilters(probeCtx, d.kube, o.operatorNamespace)
-		cancelProbe()
-		if err != nil {
-			return fmt.Errorf("step 8, cache: %w", err)
-		}
-		if !filters {
-			klog.InfoS("The API server does not apply shardSelector (its ShardedListAndWatch feature gate is off): every replica caches every range, and filters on the client")
-			if shared, err = newSharedCaches(ctx, o, d); err != nil {
-				return err
-			}
-			defer shared.stop()
-		}
+	// Step 8 — cache: what the replica caches for all its ranges. The API
+	// server narrows each range's own caches when it applies the
+	// shardSelector; otherwise every replica caches every range once, and
+	// each range's controller keeps to its range on the client (step 9):
+	// the server's filtering saves memory, never decides correctness.
+	rc, err := newReplicaCaches(ctx, o, d)
+	if err != nil {
+		return err
 	}
+	defer rc.stop()
 	ranges, err := shard.Ranges(o.shards)
 	if err != nil {
 		return fmt.Errorf("step 8, cache: %w", err)
 	}
 	held := &heldCaches{byRange: map[int]syncer{}}
 	d.health.AddReadinessCheck(server.Check{Name: "informer-sync", Check: func(*http.Request) error {
-		if shared != nil {
-			if unsynced := shared.caches.Unsynced(); len(unsynced) > 0 {
-				return fmt.Errorf("not synced: %s", strings.Join(unsynced, ", "))
-			}
+		if unsynced := rc.caches.Unsynced(); len(unsynced) > 0 {
+			return fmt.Errorf("not synced: %s", strings.Join(unsynced, ", "))
 		}
 		return held.ready()
 	}})
@@ -134,123 +121,14 @@ func startSharded(ctx context.Context, o options, d shardedDeps) error {
 	// Step 9 — controllers, one per range held, each named after its range
 	// in its metrics, logs and journal lines.
 	controller.RegisterWorkqueueMetrics(d.registry)
-	var journal controller.Journal
+	runner := &rangeRunner{o: o, d: d, replica: rc, held: held, drain: drainTimeout(o.shutdownTimeout)}
 	if o.reconcileJournal != "" {
 		j, err := controller.OpenJournal(o.reconcileJournal, d.identity, o.reconcileJournalMaxMiB<<20)
 		if err != nil {
 			return fmt.Errorf("step 9, controllers: %w", err)
 		}
 		defer j.Close()
-		journal = j
-	}
-	drain := drainTimeout(o.shutdownTimeout)
-	work := func(ctx context.Context, r shard.Range) error {
-		copts := controller.Options{
-			Name:                    fmt.Sprintf("%s-%d-of-%d", webapp.ControllerName, r.Index, r.Count),
-			MaxConcurrentReconciles: o.maxConcurrentReconciles,
-			Registerer:              d.registry,
-			ShutdownTimeout:         drain,
-			Journal:                 journal,
-			// Whatever the caches hold: the API server that applied the
-			// range's shardSelector at the start may not at the next list
-			// or watch (one restarted without the gate), and then every
-			// range's cache holds every WebApp.
-			Predicates: []controller.Predicate{inRange(r)},
-		}
-		dopts := controller.Options{
-			Name:            fmt.Sprintf("%s-%d-of-%d", webapp.DirectoryControllerName, r.Index, r.Count),
-			Registerer:      d.registry,
-			ShutdownTimeout: drain,
-			Journal:         journal,
-		}
-		// The range's entries of the directory, among the other ranges'
-		// writers: each write carries the part's resourceVersion, and
-		// touches only the entries Manages says are the range's.
-		directory := func(caches *handrollcache.Caches, inf webapp.Informers, manages func(string) bool) (*controller.Controller, error) {
-			return webapp.NewDirectoryController(&webapp.DirectoryReconciler{
-				WebApps:       caches.WebAppLister(),
-				Services:      caches.ServiceLister(),
-				ConfigMaps:    caches.ConfigMapLister(),
-				Kube:          d.kube,
-				Namespace:     o.operatorNamespace,
-				Manages:       manages,
-				WriteInterval: webapp.DefaultDirectoryWriteInterval,
-			}, inf, dopts)
-		}
-		if shared != nil {
-			c, err := webapp.NewController(shared.reconciler, shared.informers, copts)
-			if err != nil {
-				return err
-			}
-			dc, err := directory(shared.caches, shared.informers, inRangeKey(r))
-			if err != nil {
-				return err
-			}
-			klog.InfoS("Range held; starting its controllers", "range", r)
-			return runControllers(ctx,
-				func(ctx context.Context) error { return c.Start(ctx, shared.caches.HasSynced) },
-				func(ctx context.Context) error { return dc.Start(ctx, shared.caches.HasSynced) },
-			)
-		}
-		opts := handrollcache.Options{
-			ChildSelector:     webapp.ChildSelector,
-			MetadataSelector:  webapp.ForeignSelector,
-			SyncPeriod:        o.syncPeriod,
-			ShardSelector:     r.Selector(),
-			OperatorNamespace: o.operatorNamespace,
-		}
-		manages := inRangeKey(r)
-		if len(o.namespaces) > 0 {
-			// Informers per namespace, as without --shards, for this
-			// range's share of them; a range none falls in has no work.
-			opts.ShardSelector = ""
-			for _, ns := range o.namespaces {
-				if shard.Of(ns, r.Count) == r.Index {
-					opts.Namespaces = append(opts.Namespaces, ns)
-				}
-			}
-			if len(opts.Namespaces) == 0 {
-				klog.InfoS("Range held; none of --namespaces falls in it", "range", r)
-				<-ctx.Done()
-				return nil
-			}
-			manages = webapp.ManagedDirectoryKeys(opts.Namespaces)
-		}
-		caches := handrollcache.New(d.kube, d.handroll, d.metadata, opts)
-		inf, err := webAppInformers(caches)
-		if err != nil {
-			return err
-		}
-		c, err := webapp.NewController(newWebAppReconciler(caches, d.kube, d.handroll, d.recorder), inf, copts)
-		if err != nil {
-			return err
-		}
-		dc, err := directory(caches, inf, manages)
-		if err != nil {
-			return err
-		}
-		stop := make(chan struct{})
-		held.add(r, caches)
-		defer func() {
-			held.remove(r)
-			close(stop)
-			caches.Shutdown()
-		}()
-		// Step 10, per range — its caches, bounded, then its controller.
-		caches.Start(stop)
-		syncCtx, cancelSync := context.WithTimeout(ctx, o.cacheSyncTimeout)
-		defer cancelSync()
-		if err := caches.WaitForSync(syncCtx); err != nil {
-			if ctx.Err() != nil {
-				return nil // handed over, or stopped, while it filled
-			}
-			return fmt.Errorf("step 10, range %v: caches not synced within --cache-sync-timeout=%s: %w", r, o.cacheSyncTimeout, err)
-		}
-		klog.InfoS("Range held; starting its controllers", "range", r)
-		return runControllers(ctx,
-			func(ctx context.Context) error { return c.Start(ctx, caches.HasSynced) },
-			func(ctx context.Context) error { return dc.Start(ctx, caches.HasSynced) },
-		)
+		runner.journal = j
 	}
 	metrics, err := shard.NewMetrics(d.registry)
 	if err != nil {
@@ -268,7 +146,7 @@ func startSharded(ctx context.Context, o options, d shardedDeps) error {
 		Members:    members,
 		Election:   o.leader,
 		NewElector: func(opts leader.Options) (*leader.Elector, error) { return leader.New(d.cfg, opts, d.registry) },
-		Work:       work,
+		Work:       runner.run,
 		Interval:   o.leader.RetryPeriod,
 		Metrics:    metrics,
 	}
@@ -282,7 +160,7 @@ func startSharded(ctx context.Context, o options, d shardedDeps) error {
 	defer stopRun()
 	election := make(chan error, 1)
 	go func() { election <- coordinator.Run(runCtx) }()
-	klog.InfoS("Sharding", "ranges", o.shards, "identity", d.identity)
+	klog.InfoS("Sharding", "ranges", o.shards, "identity", d.identity, "split", members.Split)
 
 	// Step 12 — as with one leader: the ranges drain and their Leases are
 	// released first; a lost range Lease ends the process at once.
@@ -295,6 +173,101 @@ func startSharded(ctx context.Context, o options, d shardedDeps) error {
 		stopServers: d.srvs.stop,
 	}
 	return st.waitThenStop(ctx, d.srvs.errs, "shard election", "the ranges")
+}
+
+// rangeRunner runs a range's work while this replica holds its Lease.
+type rangeRunner struct {
+	o       options
+	d       shardedDeps
+	replica *replicaCaches
+	held    *heldCaches
+	journal controller.Journal
+	drain   time.Duration
+}
+
+// run is a range's work: its caches, unless the replica's serve every
+// range, and its two controllers, until ctx ends.
+func (rr *rangeRunner) run(ctx context.Context, r shard.Range) error {
+	caches, inf, rec := rr.replica.caches, rr.replica.informers, rr.replica.reconciler
+	if rr.replica.serverFilters {
+		caches = handrollcache.New(rr.d.kube, rr.d.handroll, rr.d.metadata, handrollcache.Options{
+			Namespaces:        rr.o.namespaces,
+			ChildSelector:     webapp.ChildSelector + "," + r.ChildSelector(),
+			SyncPeriod:        rr.o.syncPeriod,
+			ShardSelector:     r.Selector(),
+			OperatorNamespace: rr.o.operatorNamespace,
+			OperatorSelector:  webapp.ChildSelector,
+		})
+		var err error
+		if inf, err = rr.replica.rangeInformers(caches); err != nil {
+			return err
+		}
+		rec = rr.replica.reconcilerOn(caches, rr.d)
+	}
+	webApps := caches.WebAppLister()
+	c, err := webapp.NewController(rec, inf, controller.Options{
+		Name:                    fmt.Sprintf("%s-%d-of-%d", webapp.ControllerName, r.Index, r.Count),
+		MaxConcurrentReconciles: rr.o.maxConcurrentReconciles,
+		Registerer:              rr.d.registry,
+		ShutdownTimeout:         rr.drain,
+		Journal:                 rr.journal,
+		// Whatever the caches hold: the API server that applied the
+		// range's shardSelector at the start may not at the next list or
+		// watch (one restarted without the gate), and then every range's
+		// cache holds every WebApp.
+		Predicates: []controller.Predicate{inRange(r)},
+		Keep: func(req controller.Request) bool {
+			w, err := webApps.WebApps(req.Namespace).Get(req.Name)
+			return err != nil || r.Holds(w.UID) // a WebApp gone: its memory is forgotten
+		},
+	})
+	if err != nil {
+		return err
+	}
+	// The range's entries of the directory, among the other ranges'
+	// writers: each write carries the part's resourceVersion, and touches
+	// only the entries Manages says are the range's.
+	dc, err := webapp.NewDirectoryController(&webapp.DirectoryReconciler{
+		WebApps:       webApps,
+		Services:      caches.ServiceLister(),
+		ConfigMaps:    caches.ConfigMapLister(),
+		Kube:          rr.d.kube,
+		Namespace:     rr.o.operatorNamespace,
+		Manages:       directoryKeys(r, rr.replica.uidOf, rr.o.namespaces),
+		WriteInterval: webapp.DefaultDirectoryWriteInterval,
+	}, inf, controller.Options{
+		Name:            fmt.Sprintf("%s-%d-of-%d", webapp.DirectoryControllerName, r.Index, r.Count),
+		Registerer:      rr.d.registry,
+		ShutdownTimeout: rr.drain,
+		Journal:         rr.journal,
+	})
+	if err != nil {
+		return err
+	}
+	if caches != rr.replica.caches {
+		stop := make(chan struct{})
+		rr.held.add(r, caches)
+		defer func() {
+			rr.held.remove(r)
+			close(stop)
+			caches.Shutdown()
+		}()
+		// Step 10, per range — its caches, bounded, then its controllers.
+		caches.Start(stop)
+		syncCtx, cancelSync := context.WithTimeout(ctx, rr.o.cacheSyncTimeout)
+		defer cancelSync()
+		if err := caches.WaitForSync(syncCtx); err != nil {
+			if ctx.Err() != nil {
+				return nil // handed over, or stopped, while it filled
+			}
+			return fmt.Errorf("step 10, range %v: caches not synced within --cache-sync-timeout=%s: %w", r, rr.o.cacheSyncTimeout, err)
+		}
+	}
+	klog.InfoS("Range held; starting its controllers", "range", r)
+	return runControllers(ctx,
+		func(ctx context.Context) error { return c.Start(ctx, caches.HasSynced) },
+		func(ctx context.Context) error { return dc.Start(ctx, caches.HasSynced) },
+	)
 }
 
 // newMembers is this replica's shard membership. Its renewals go through a
@@ -310,7 +283,7 @@ func newMembers(cfg *rest.Config, o options, identity string) (*shard.Members, e
 	return &shard.Members{
 		Client: client, Namespace: o.leader.LeaseNamespace,
 		Group: o.leader.LeaseName, Identity: identity, Duration: o.leader.LeaseDuration,
-		Split: strconv.Itoa(o.shards), SingleLeader: o.leader.LeaseName,
+		Split: shard.Split(o.shards), SingleLeader: o.leader.LeaseName,
 	}, nil
 }
 
@@ -375,53 +348,167 @@ func (h *heldCaches) unsynced() []string {
 	return out
 }
 
-// sharedCaches are the caches every range's controller shares when the API
-// server cannot narrow them: filled once, before the ranges are taken, as
-// a warm standby's are.
-type sharedCaches struct {
-	caches     *handrollcache.Caches
-	informers  webapp.Informers
-	reconciler *webapp.Reconciler
-	stop       func()
+// replicaCaches are what a replica caches for every range it holds, filled
+// once, before it takes any, as a warm standby's are.
+//
+// When the API server applies the shardSelector (serverFilters), each
+// range caches its own WebApps, by the selector on their uid, and their
+// children, by BucketLabel; the replica caches, for all its ranges, the
+// metadata of what those leave out: the objects not labelled with a bucket
+// (other teams' objects, and children that do not carry it yet, which the
+// reconciler then labels), every ConfigMap (a spec.configMapRef may name
+// another range's), and every WebApp (whose uid says which range writes
+// its directory entry).
+//
+// Otherwise it caches everything, as one leader does, and the ranges'
+// controllers share it, each keeping to its range on the client.
+type replicaCaches struct {
+	serverFilters bool
+	caches        *handrollcache.Caches
+	informers     webapp.Informers   // of every range, without serverFilters; else the metadata alone
+	reconciler    *webapp.Reconciler // every range's, without serverFilters
+	uidOf         func(namespace, name string) (types.UID, bool)
+	stop          func()
 }
 
-func newSharedCaches(ctx context.Context, o options, d shardedDeps) (*sharedCaches, error) {
-	caches := handrollcache.New(d.kube, d.handroll, d.metadata, handrollcache.Options{
-		ChildSelector:     webapp.ChildSelector,
-		MetadataSelector:  webapp.ForeignSelector,
-		SyncPeriod:        o.syncPeriod,
-		OperatorNamespace: o.operatorNamespace,
-	})
-	inf, err := webAppInformers(caches)
-	if err != nil {
-		return nil, fmt.Errorf("step 8, cache: %w", err)
+func newReplicaCaches(ctx context.Context, o options, d shardedDeps) (*replicaCaches, error) {
+	filters := false
+	if len(o.namespaces) == 0 {
+		probeCtx, cancelProbe := context.WithTimeout(ctx, 30*time.Second)
+		var err error
+		filters, err = shard.ServerFilters(probeCtx, d.kube, o.operatorNamespace)
+		cancelProbe()
+		if err != nil {
+			return nil, fmt.Errorf("step 8, cache: %w", err)
+		}
+	}
+	rc := &replicaCaches{serverFilters: filters}
+	var err error
+	switch {
+	case filters:
+		rc.caches = handrollcache.New(d.kube, d.handroll, d.metadata, handrollcache.Options{
+			Namespaces:           o.namespaces,
+			MetadataSelector:     "!" + shard.BucketLabel,
+			ConfigMapMetadataAll: true,
+			SyncPeriod:           o.syncPeriod,
+		})
+		rc.informers = webapp.Informers{
+			DeploymentMetadata: rc.caches.Metadata(handrollcache.DeploymentsResource),
+			ServiceMetadata:    rc.caches.Metadata(handrollcache.ServicesResource),
+			ConfigMapMetadata:  rc.caches.Metadata(handrollcache.ConfigMapsResource),
+			WebAppMetadata:     rc.caches.Metadata(handrollcache.WebAppsResource),
+		}
+		webApps := rc.caches.MetadataLister(handrollcache.WebAppsResource)
+		rc.uidOf = func(ns, name string) (types.UID, bool) {
+			m, err := webApps.Get(ns, name)
+			if err != nil {
+				return "", false
+			}
+			return m.GetUID(), true
+		}
+	default:
+		if len(o.namespaces) > 0 {
+			// Each range's own caches would watch every one of the
+			// namespaces: ranges × namespaces watches, which starved the
+			// Lease renewals of a replica with 12 ranges and 30 namespaces.
+			klog.InfoS("With --namespaces the ranges share one cache of those namespaces, and each filters on the client")
+		} else {
+			klog.InfoS("The API server does not apply shardSelector (its ShardedListAndWatch feature gate is off): every replica caches every range, and filters on the client")
+		}
+		rc.caches = handrollcache.New(d.kube, d.handroll, d.metadata, handrollcache.Options{
+			Namespaces:        o.namespaces,
+			ChildSelector:     webapp.ChildSelector,
+			MetadataSelector:  webapp.ForeignSelector,
+			SyncPeriod:        o.syncPeriod,
+			OperatorNamespace: o.operatorNamespace,
+		})
+		if rc.informers, err = webAppInformers(rc.caches); err != nil {
+			return nil, fmt.Errorf("step 8, cache: %w", err)
+		}
+		rc.reconciler = rc.reconcilerOn(rc.caches, d)
+		webApps := rc.caches.WebAppLister()
+		rc.uidOf = func(ns, name string) (types.UID, bool) {
+			w, err := webApps.WebApps(ns).Get(name)
+			if err != nil {
+				return "", false
+			}
+			return w.UID, true
+		}
 	}
 	done := make(chan struct{})
-	s := &sharedCaches{caches: caches, informers: inf, reconciler: newWebAppReconciler(caches, d.kube, d.handroll, d.recorder),
-		stop: func() { close(done); caches.Shutdown() }}
-	caches.Start(done)
+	rc.stop = func() { close(done); rc.caches.Shutdown() }
+	rc.caches.Start(done)
 	syncCtx, cancel := context.WithTimeout(ctx, o.cacheSyncTimeout)
 	defer cancel()
-	if err := caches.WaitForSync(syncCtx); err != nil && ctx.Err() == nil {
-		s.stop()
+	if err := rc.caches.WaitForSync(syncCtx); err != nil && ctx.Err() == nil {
+		rc.stop()
 		return nil, fmt.Errorf("step 10, caches not synced within --cache-sync-timeout=%s: %w", o.cacheSyncTimeout, err)
 	}
-	return s, nil
+	return rc, nil
 }
 
-// inRangeKey says which directory entries (DirectoryKey: "namespace.name")
-// are r's.
-func inRangeKey(r shard.Range) func(key string) bool {
+// rangeInformers are a range's own informers, from caches, with the
+// replica's metadata informers.
+func (rc *replicaCaches) rangeInformers(caches *handrollcache.Caches) (webapp.Informers, error) {
+	webapps := caches.WebApps()
+	for _, inf := range webapps {
+		if err := webapp.AddIndexers(inf); err != nil {
+			return webapp.Informers{}, err
+		}
+	}
+	inf := rc.informers
+	inf.WebApps, inf.Deployments, inf.Services, inf.ConfigMaps = webapps, caches.Deployments(), caches.Services(), caches.ConfigMaps()
+	return inf, nil
+}
+
+// reconcilerOn is the WebApp reconciler of sharded replicas: it reads
+// caches, and rc's metadata when caches has none, and labels every child
+// with its owner's bucket.
+func (rc *replicaCaches) reconcilerOn(caches *handrollcache.Caches, d shardedDeps) *webapp.Reconciler {
+	r := newWebAppReconciler(caches, d.kube, d.handroll, d.recorder)
+	if caches != rc.caches {
+		r.DeploymentMeta = rc.caches.MetadataLister(handrollcache.DeploymentsResource)
+		r.ServiceMeta = rc.caches.MetadataLister(handrollcache.ServicesResource)
+		r.ConfigMapMeta = rc.caches.MetadataLister(handrollcache.ConfigMapsResource)
+	}
+	r.ChildLabels = func(w *handrollv1.WebApp) map[string]string {
+		return map[string]string{shard.BucketLabel: shard.Bucket(w.UID)}
+	}
+	return r
+}
+
+// directoryKeys says which directory entries (DirectoryKey:
+// "namespace.name") are r's: those of its WebApps, and of the entries whose
+// WebApp is gone, those whose key hashes into r, so that exactly one range
+// removes each. Without --namespaces every key is some range's; with them,
+// only their namespaces' keys.
+func directoryKeys(r shard.Range, uidOf func(namespace, name string) (types.UID, bool), namespaces []string) func(key string) bool {
+	watched := webapp.ManagedDirectoryKeys(namespaces)
 	return func(key string) bool {
-		ns, _, ok := strings.Cut(key, ".")
-		return ok && shard.Of(ns, r.Count) == r.Index
+		ns, name, ok := strings.Cut(key, ".")
+		if !ok || !watched(key) {
+			return false
+		}
+		if uid, found := uidOf(ns, name); found {
+			return r.Holds(uid)
+		}
+		return r.Contains(shard.Hash(key))
 	}
 }
 
-// inRange passes the events of objects in r's namespaces: a WebApp's
-// children and referenced ConfigMap share its namespace.
+// inRange passes the events of r's WebApps and of the objects they
+// control; and of any other object (a referenced ConfigMap may be named by
+// WebApps of every range), for Keep to decide on each WebApp it maps to.
 func inRange(r shard.Range) controller.Predicate {
-	in := func(obj metav1.Object) bool { return shard.Of(obj.GetNamespace(), r.Count) == r.Index }
+	in := func(obj metav1.Object) bool {
+		if _, ok := obj.(*handrollv1.WebApp); ok {
+			return r.Holds(obj.GetUID())
+		}
+		if ref := metav1.GetControllerOfNoCopy(obj); ref != nil && ref.Kind == handrollv1.WebAppKind {
+			return r.Holds(ref.UID)
+		}
+		return true
+	}
 	return controller.PredicateFuncs{
 		CreateFunc: in,
 		UpdateFunc: func(_, obj metav1.Object) bool { return in(obj) },

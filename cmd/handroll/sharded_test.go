@@ -32,7 +32,7 @@ func TestValidateShards(t *testing.T) {
 		{12, true, ""},
 		{maxShards, true, ""},
 		{-1, true, "--shards=-1"},
-		{maxShards + 1, true, "--shards=1025"},
+		{maxShards + 1, true, "--shards=257"},
 		{4, false, "needs --leader-elect"},
 	} {
 		o := options{shards: tc.shards, leader: leader.DefaultOptions()}

@@ -168,6 +168,21 @@ func (c *cluster) createWebApps(ctx context.Context, namespaces []string, n int)
 	})
 }
 
+// webAppUIDs are the uids of the WebApps in namespaces, by key.
+func (c *cluster) webAppUIDs(ctx context.Context, namespaces []string) (map[string]types.UID, error) {
+	out := map[string]types.UID{}
+	for _, ns := range namespaces {
+		list, err := c.client.HandrollV1().WebApps(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		for _, w := range list.Items {
+			out[ns+"/"+w.Name] = w.UID
+		}
+	}
+	return out, nil
+}
+
 // wipe removes from namespaces every WebApp (dropping any finalizer a
 // stopped contender left, such as the first version's directory finalizer)
 // and every child, and removes the directory ConfigMaps, so that the next

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/handroll/handroll/pkg/shard"
 )
@@ -152,25 +154,32 @@ func (o *options) shardingPhases() []Phase {
 	}
 }
 
-// shardNamespaces are the scenario's namespaces: the index first, then the
-// label. FNV-1a moves a change in a name's last bytes into the hash's high
-// bits, which pick the range, only weakly: the bench's usual names
-// (namespaceNames: the index last) put 30 namespaces in few of 12 ranges
-// (2 for bench-shard-3-<i>), which would measure that, not the sharding.
-func shardNamespaces(label string) []string {
+// shardNamespaces are the scenario's namespaces, named as -sharding-names
+// says: numbered at the end as people number them (bench-shard-3-team-00
+// to -team-29), which put every WebApp in one range of 12 when the split
+// hashed namespaces, or with random suffixes.
+func (b *bench) shardNamespaces(label string) []string {
 	out := make([]string, shardingNamespaces)
 	for i := range out {
-		out[i] = fmt.Sprintf("%s%d-%s", namespacePrefix, i, label)
+		out[i] = fmt.Sprintf("%s%s-team-%02d", namespacePrefix, label, i)
+		if b.o.shardingNames == shardingNamesRandom {
+			out[i] = fmt.Sprintf("%s%s-%s", namespacePrefix, label, rand.Text()[:8])
+		}
 	}
 	return out
 }
 
-// rangeLoads counts the WebApps of each range, n WebApps being spread over
-// namespaces as createWebApps spreads them.
-func rangeLoads(namespaces []string, n, ranges int) []int {
+// The values of -sharding-names.
+const (
+	shardingNamesNumbered = "numbered"
+	shardingNamesRandom   = "random"
+)
+
+// rangeLoads counts the WebApps of each range: uids by key.
+func rangeLoads(uids map[string]types.UID, ranges int) []int {
 	out := make([]int, ranges)
-	for i := range n {
-		out[shard.Of(namespaces[i%len(namespaces)], ranges)]++
+	for _, uid := range uids {
+		out[shard.Of(uid, ranges)]++
 	}
 	return out
 }
@@ -262,11 +271,10 @@ func parseShardMetrics(r io.Reader) (shardMetrics, error) {
 	return m, nil
 }
 
-// webAppsIn counts the WebApps of the ranges rs, n WebApps being spread
-// over namespaces as createWebApps spreads them.
-func webAppsIn(rs []int, namespaces []string, n, ranges int) int {
+// webAppsIn counts the WebApps of the ranges rs.
+func webAppsIn(rs []int, uids map[string]types.UID, ranges int) int {
 	count := 0
-	for i, l := range rangeLoads(namespaces, n, ranges) {
+	for i, l := range rangeLoads(uids, ranges) {
 		if slices.Contains(rs, i) {
 			count += l
 		}
@@ -335,7 +343,7 @@ func stopAll(procs []*proc) error {
 // shardingBaseline is the peak RSS of one idle replica holding every range,
 // over the scenario's namespaces with no WebApp in them.
 func (b *bench) shardingBaseline(ctx context.Context, c contender) (_ int64, err error) {
-	namespaces := shardNamespaces("shard-idle")
+	namespaces := b.shardNamespaces("shard-idle")
 	if err := b.cluster.createNamespaces(ctx, namespaces); err != nil {
 		return 0, err
 	}
@@ -358,7 +366,7 @@ func (b *bench) shardRun(ctx context.Context, c contender, replicas int) (_ Shar
 	n := b.o.shardingN
 	run := ShardRun{Replicas: replicas}
 	label := fmt.Sprintf("sharding, %d replica(s), %s", replicas, Cell{N: n, Regime: b.o.shardingRegime})
-	namespaces := shardNamespaces(fmt.Sprintf("shard-%d", replicas))
+	namespaces := b.shardNamespaces(fmt.Sprintf("shard-%d", replicas))
 	if err := b.cluster.createNamespaces(ctx, namespaces); err != nil {
 		return run, err
 	}
@@ -371,7 +379,6 @@ func (b *bench) shardRun(ctx context.Context, c contender, replicas int) (_ Shar
 		return run, err
 	}
 	run.BalancedSeconds = balanced.Seconds()
-	run.RangeLoads = rangeLoads(namespaces, n, shardingRanges)
 
 	// The Lease traffic alone, before there is anything to reconcile.
 	idleFrom := make([]map[string]float64, replicas)
@@ -406,6 +413,11 @@ func (b *bench) shardRun(ctx context.Context, c contender, replicas int) (_ Shar
 	if err != nil {
 		return run, err
 	}
+	uids, err := b.cluster.webAppUIDs(ctx, namespaces)
+	if err != nil {
+		return run, err
+	}
+	run.RangeLoads = rangeLoads(uids, shardingRanges)
 	run.ConvergeSeconds = r.convergedAt.Sub(created).Seconds()
 	for i, p := range procs {
 		idleRate := total(delta(idleFrom[i], before[i])) / idleSeconds
@@ -427,7 +439,7 @@ func (b *bench) shardRun(ctx context.Context, c contender, replicas int) (_ Shar
 		}
 		rep.Ranges, rep.Reconciles = m.reconciledRanges(metricsBefore[i])
 		rep.RangesHeld = int(m.held)
-		rep.WebApps = webAppsIn(rep.Ranges, namespaces, n, shardingRanges)
+		rep.WebApps = webAppsIn(rep.Ranges, uids, shardingRanges)
 		run.PerReplica = append(run.PerReplica, rep)
 		b.logf("%s: replica %d: %d ranges held, reconciled %v (%d WebApps), %.0f reconciles, %.0f requests, peak RSS %.1f MiB",
 			label, i, rep.RangesHeld, rep.Ranges, rep.WebApps, rep.Reconciles, total(rep.Requests), mib(rep.PeakRSSBytes))
@@ -462,10 +474,8 @@ func (b *bench) shardingScenario(ctx context.Context, contenders []contender, ar
 		}
 		res.Runs = append(res.Runs, run)
 	}
-	usual := rangeLoads(b.namespaceNames("shard-3", shardingNamespaces), b.o.shardingN, shardingRanges)
-	res.Notes = append(res.Notes, fmt.Sprintf("Why the namespaces are named index first (`bench-0-shard-3`): with the bench's usual names, index last (`bench-shard-3-0` to `bench-shard-3-%d`), "+
-		"the same %d WebApps would fall in %d of the %d ranges (WebApps per range: %s). FNV-1a, the API server's hash, carries a change in a name's last bytes only weakly into the high bits that pick the range, "+
-		"so namespaces numbered at the end clump; names that differ earlier spread.", shardingNamespaces-1, b.o.shardingN, occupied(usual), shardingRanges, joinInts(usual)))
+	res.Notes = append(res.Notes, fmt.Sprintf("The namespaces are named %s (`-sharding-names`). The split hashes each WebApp's uid, so how they are named does not move a WebApp between ranges; "+
+		"when it hashed namespaces, names numbered at the end put every WebApp of 30 namespaces in one range of 12.", b.o.shardingNames))
 	res.Duration = time.Since(b.began).Round(time.Second).String()
 	path := filepath.Join(b.o.out, shardingPageName)
 	if err := os.WriteFile(path, []byte(res.markdown()), 0o644); err != nil {

@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
+
 	"github.com/handroll/handroll/pkg/shard"
 )
 
@@ -77,26 +80,25 @@ controller_runtime_reconcile_total{controller="webapp-9-of-12",result="success"}
 }
 
 func TestWebAppsIn(t *testing.T) {
-	namespaces := make([]string, 30)
-	for i := range namespaces {
-		namespaces[i] = fmt.Sprintf("ns-%d", i)
+	uids := map[string]types.UID{}
+	for i := range 600 {
+		uids[fmt.Sprintf("team-%02d/app-%d", i%30, i)] = uuid.NewUUID()
 	}
 	all := make([]int, 12)
 	for i := range all {
 		all[i] = i
 	}
-	if got := webAppsIn(all, namespaces, 600, 12); got != 600 {
+	if got := webAppsIn(all, uids, 12); got != 600 {
 		t.Errorf("every range: %d WebApps, want 600", got)
 	}
-	r := shard.Of(namespaces[0], 12)
 	want := 0
-	for i := range 600 {
-		if shard.Of(namespaces[i%30], 12) == r {
+	for _, uid := range uids {
+		if shard.Of(uid, 12) == 5 {
 			want++
 		}
 	}
-	if got := webAppsIn([]int{r}, namespaces, 600, 12); got != want || got < 20 {
-		t.Errorf("range %d: %d WebApps, want %d (at least ns-0's 20)", r, got, want)
+	if got := webAppsIn([]int{5}, uids, 12); got != want || got == 0 {
+		t.Errorf("range 5: %d WebApps, want %d", got, want)
 	}
 }
 
@@ -126,15 +128,16 @@ func TestShardingMarkdown(t *testing.T) {
 	}
 }
 
-// The scenario's names spread over the ranges; the bench's usual names,
-// numbered at the end, clump (FNV-1a's high bits barely see the last bytes).
-func TestShardNamespacesSpread(t *testing.T) {
-	loads := rangeLoads(shardNamespaces("shard-3"), 600, 12)
-	if k := occupied(loads); k < 8 || slices.Max(loads) > 150 {
-		t.Errorf("shardNamespaces: WebApps per range %v, %d ranges occupied", loads, k)
-	}
-	var b bench
-	if k := occupied(rangeLoads(b.namespaceNames("shard-3", 30), 600, 12)); k > 4 {
-		t.Errorf("namespaceNames now spread over %d ranges: the note on clumping is out of date", k)
+// The scenario's names: numbered at the end, or random, each unique.
+func TestShardNamespaces(t *testing.T) {
+	for _, names := range []string{shardingNamesNumbered, shardingNamesRandom} {
+		b := bench{o: options{shardingNames: names}}
+		ns := b.shardNamespaces("shard-3")
+		if len(ns) != shardingNamespaces || len(slices.Compact(slices.Sorted(slices.Values(ns)))) != len(ns) {
+			t.Errorf("%s: %v", names, ns)
+		}
+		if names == shardingNamesNumbered && ns[29] != namespacePrefix+"shard-3-team-29" {
+			t.Errorf("numbered: the last is %q", ns[29])
+		}
 	}
 }

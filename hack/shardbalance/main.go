@@ -1,6 +1,6 @@
 // Command shardbalance measures how evenly pkg/shard spreads WebApps over
-// replicas when they are hashed by namespace, against hashing each by its
-// uid: the measurement behind pkg/shard's choice of key.
+// replicas by their uid, against hashing their namespace as earlier
+// versions did: the measurement behind pkg/shard's choice of key.
 //
 //	go run ./hack/shardbalance [-namespaces 30] [-webapps 600] [-ranges 12] [-replicas 3] [-trials 1000]
 //
@@ -15,8 +15,11 @@ import (
 	"crypto/rand"
 	"flag"
 	"fmt"
+	"math/bits"
 	"os"
 	"slices"
+
+	"k8s.io/apimachinery/pkg/util/uuid"
 
 	"github.com/handroll/handroll/pkg/shard"
 )
@@ -52,8 +55,8 @@ func main() {
 			names[i] = "team-" + random()
 		}
 		for i := range *webapps {
-			nsLoad[owner[shard.Of(names[i%*namespaces], *ranges)]]++
-			uidLoad[owner[shard.Of(random(), *ranges)]]++
+			nsLoad[owner[namespaceRange(names[i%*namespaces], *ranges)]]++
+			uidLoad[owner[shard.Of(uuid.NewUUID(), *ranges)]]++
 		}
 		byNamespace = append(byNamespace, float64(slices.Max(nsLoad))/ideal)
 		byUID = append(byUID, float64(slices.Max(uidLoad))/ideal)
@@ -63,7 +66,7 @@ func main() {
 	// the high bits that pick the range.
 	load := make([]int, *replicas)
 	for i := range *webapps {
-		load[owner[shard.Of(fmt.Sprintf("team-%02d", i%*namespaces), *ranges)]]++
+		load[owner[namespaceRange(fmt.Sprintf("team-%02d", i%*namespaces), *ranges)]]++
 	}
 	numbered := float64(slices.Max(load)) / ideal
 
@@ -79,7 +82,14 @@ func main() {
 	fmt.Printf("namespace, team-00 to team-%02d: %.2f (loads %v)\n", *namespaces-1, numbered, load)
 }
 
-// random is 16 hex digits, a stand-in for a uid or a namespace's suffix.
+// namespaceRange is the range of n that held a namespace in earlier versions:
+// the hash space cut into n equal ranges, floor(hash * n / 2^64).
+func namespaceRange(namespace string, n int) int {
+	hi, _ := bits.Mul64(shard.Hash(namespace), uint64(n))
+	return int(hi)
+}
+
+// random is 16 hex digits, a namespace's suffix.
 func random() string {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
+	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	clientset "github.com/handroll/handroll/pkg/generated/clientset/versioned"
 	informers "github.com/handroll/handroll/pkg/generated/informers/externalversions"
 	handrolllisters "github.com/handroll/handroll/pkg/generated/listers/handroll/v1"
@@ -40,15 +41,23 @@ type Options struct {
 	// whole or as a Ref, and a child's event is decoded once. Empty caches
 	// the metadata of every object.
 	MetadataSelector string
+	// ConfigMapMetadataAll caches the metadata of every ConfigMap, whatever
+	// MetadataSelector says: a sharded range's spec.configMapRef may name a
+	// ConfigMap that another range's WebApp owns, which neither that
+	// range's ChildSelector nor MetadataSelector selects.
+	ConfigMapMetadataAll bool
 	// SyncPeriod is the informers' resync period; 0 disables resyncs.
 	SyncPeriod time.Duration
 	// OperatorNamespace holds the operator's own ConfigMaps (the
 	// directory). When Namespaces or ShardSelector leaves it out, its
-	// ConfigMaps labelled with ChildSelector are cached as well.
+	// ConfigMaps labelled with OperatorSelector are cached as well.
 	OperatorNamespace string
-	// ShardSelector, when set, narrows every cache but the operator
-	// namespace's to the objects it selects (metav1.ListOptions'
-	// shardSelector: pkg/shard). The API server must apply it.
+	// OperatorSelector selects the operator's own ConfigMaps in
+	// OperatorNamespace; empty: ChildSelector.
+	OperatorSelector string
+	// ShardSelector, when set, narrows the WebApps' caches to the objects
+	// it selects (metav1.ListOptions' shardSelector: pkg/shard). The API
+	// server must apply it. The children follow by ChildSelector.
 	ShardSelector string
 }
 
@@ -69,7 +78,8 @@ type Caches struct {
 	handroll   map[string]informers.SharedInformerFactory
 	children   map[string]kubeinformers.SharedInformerFactory // labelled as ours
 	metadata   map[string]metadatainformer.SharedInformerFactory
-	extra      kubeinformers.SharedInformerFactory // extraNS's labelled ConfigMaps
+	cmMeta     map[string]metadatainformer.SharedInformerFactory // ConfigMapMetadataAll's; nil: metadata's
+	extra      kubeinformers.SharedInformerFactory               // extraNS's labelled ConfigMaps
 
 	mu       sync.Mutex
 	lastErrs map[string]error // informer name → last list/watch error
@@ -94,24 +104,34 @@ func New(kube kubernetes.Interface, handroll clientset.Interface, meta metadata.
 	if len(c.namespaces) == 0 {
 		c.namespaces = []string{metav1.NamespaceAll}
 	}
-	shard := func(lo *metav1.ListOptions) { lo.ShardSelector = o.ShardSelector }
+	if o.ConfigMapMetadataAll {
+		c.cmMeta = map[string]metadatainformer.SharedInformerFactory{}
+	}
 	for _, ns := range c.namespaces {
 		c.handroll[ns] = informers.NewSharedInformerFactoryWithOptions(handroll, o.SyncPeriod,
-			informers.WithNamespace(ns), informers.WithTransform(StripForCache), informers.WithTweakListOptions(shard))
+			informers.WithNamespace(ns), informers.WithTransform(StripForCache),
+			informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.ShardSelector = o.ShardSelector }))
 		c.children[ns] = kubeinformers.NewSharedInformerFactoryWithOptions(kube, o.SyncPeriod,
 			kubeinformers.WithNamespace(ns), kubeinformers.WithTransform(TrimChild),
-			kubeinformers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = o.ChildSelector; shard(lo) }))
+			kubeinformers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = o.ChildSelector }))
 		c.metadata[ns] = metadatainformer.NewFilteredSharedInformerFactory(meta, o.SyncPeriod, ns,
-			func(lo *metav1.ListOptions) { lo.LabelSelector = o.MetadataSelector; shard(lo) })
+			func(lo *metav1.ListOptions) { lo.LabelSelector = o.MetadataSelector })
+		if c.cmMeta != nil {
+			c.cmMeta[ns] = metadatainformer.NewFilteredSharedInformerFactory(meta, o.SyncPeriod, ns, nil)
+		}
 	}
 	if ns := o.OperatorNamespace; ns != "" {
-		// Also when every namespace is watched through a shard selector:
-		// the operator's namespace may fall in another range.
-		if _, ok := c.factoryNamespace(ns); !ok || o.ShardSelector != "" {
+		operator := o.OperatorSelector
+		if operator == "" {
+			operator = o.ChildSelector
+		}
+		// Also when the children's selector is not the operator's: a
+		// range's children carry a label its own ConfigMaps do not.
+		if _, ok := c.factoryNamespace(ns); !ok || operator != o.ChildSelector {
 			c.extraNS = ns
 			c.extra = kubeinformers.NewSharedInformerFactoryWithOptions(kube, o.SyncPeriod,
 				kubeinformers.WithNamespace(ns), kubeinformers.WithTransform(TrimChild),
-				kubeinformers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = o.ChildSelector }))
+				kubeinformers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = operator }))
 		}
 	}
 	return c
@@ -156,7 +176,8 @@ func StripForCache(obj any) (any, error) {
 
 // Ref is what a metadata cache keeps of an object: its key, its
 // resourceVersion (a referenced ConfigMap's data is fetched again when it
-// moves) and its controller's uid (whose object holds a child's name).
+// moves), its controller's uid (whose object holds a child's name) and, of
+// a WebApp, its own uid (which shard range holds it).
 // These caches hold every object of their kind in the cluster, so the size
 // of each entry is what the operator's memory grows with: a Ref with its
 // strings is about a quarter of a trimmed PartialObjectMetadata, whose
@@ -164,13 +185,14 @@ func StripForCache(obj any) (any, error) {
 type Ref struct {
 	Namespace, Name, ResourceVersion string
 	ControllerUID                    types.UID // "" when no controller
+	UID                              types.UID // a WebApp's; "" for other kinds
 }
 
 // GetObjectMeta lets meta.Accessor, and so the informer's key functions
 // and the controllers' handlers, read a Ref as an object. It allocates:
 // it is called on events and lookups, not per object held.
 func (r *Ref) GetObjectMeta() metav1.Object {
-	m := &metav1.ObjectMeta{Namespace: r.Namespace, Name: r.Name, ResourceVersion: r.ResourceVersion}
+	m := &metav1.ObjectMeta{Namespace: r.Namespace, Name: r.Name, ResourceVersion: r.ResourceVersion, UID: r.UID}
 	if r.ControllerUID != "" {
 		m.OwnerReferences = []metav1.OwnerReference{{UID: r.ControllerUID, Controller: ptr.To(true)}}
 	}
@@ -195,6 +217,18 @@ func TrimMetadata(obj any) (any, error) {
 		r.ControllerUID = ref.UID
 	}
 	return r, nil
+}
+
+// trimWebAppMetadata is TrimMetadata for WebApps: their Refs keep their
+// own uid too.
+func trimWebAppMetadata(obj any) (any, error) {
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return obj, nil // a tombstone, or trimmed already
+	}
+	r, err := TrimMetadata(m)
+	r.(*Ref).UID = m.UID
+	return r, err
 }
 
 // WebApps returns the WebApp informers, one per namespace.
@@ -231,16 +265,29 @@ var (
 	DeploymentsResource = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
 	ServicesResource    = schema.GroupVersionResource{Version: "v1", Resource: "services"}
 	ConfigMapsResource  = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	WebAppsResource     = handrollv1.SchemeGroupVersion.WithResource(handrollv1.WebAppResource)
 )
 
+// metadataFactory is the factory of namespace key's metadata of resource.
+func (c *Caches) metadataFactory(key string, resource schema.GroupVersionResource) metadatainformer.SharedInformerFactory {
+	if c.cmMeta != nil && resource == ConfigMapsResource {
+		return c.cmMeta[key]
+	}
+	return c.metadata[key]
+}
+
 // Metadata returns the informers of resource's metadata (a Ref of every
-// object, labelled or not), one per namespace.
+// object that MetadataSelector selects), one per namespace.
 func (c *Caches) Metadata(resource schema.GroupVersionResource) []cache.SharedIndexInformer {
 	return each(c, resource.GroupVersion().String()+" "+resource.Resource+" (metadata)", func(ns string) cache.SharedIndexInformer {
-		inf := c.metadata[ns].ForResource(resource).Informer()
+		inf := c.metadataFactory(ns, resource).ForResource(resource).Informer()
 		// The filtered factory takes no transform. Setting it fails only
 		// once the informer runs, and then it was set by an earlier call.
-		_ = inf.SetTransform(TrimMetadata)
+		trim := TrimMetadata
+		if resource == WebAppsResource {
+			trim = trimWebAppMetadata
+		}
+		_ = inf.SetTransform(trim)
 		return inf
 	})
 }
@@ -286,6 +333,9 @@ func (c *Caches) Start(stop <-chan struct{}) {
 		c.handroll[ns].Start(stop)
 		c.children[ns].Start(stop)
 		c.metadata[ns].Start(stop)
+		if c.cmMeta != nil {
+			c.cmMeta[ns].Start(stop)
+		}
 	}
 	if c.extra != nil {
 		c.extra.Start(stop)
@@ -298,6 +348,9 @@ func (c *Caches) Shutdown() {
 		c.handroll[ns].Shutdown()
 		c.children[ns].Shutdown()
 		c.metadata[ns].Shutdown()
+		if c.cmMeta != nil {
+			c.cmMeta[ns].Shutdown()
+		}
 	}
 	if c.extra != nil {
 		c.extra.Shutdown()

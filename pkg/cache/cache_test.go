@@ -192,3 +192,25 @@ func TestTrimMetadataKeepsWhatIsRead(t *testing.T) {
 		t.Errorf("key %q, %v", key, err)
 	}
 }
+
+// A WebApp's Ref keeps its own uid too (a range is chosen by it), read
+// back through meta.Accessor; what is not a PartialObjectMetadata (a Ref
+// already, a tombstone) passes unchanged.
+func TestTrimWebAppMetadataKeepsItsUID(t *testing.T) {
+	in := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "web", ResourceVersion: "7", UID: "self"}}
+	out, err := trimWebAppMetadata(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := out.(*Ref); !ok || *r != (Ref{Namespace: "a", Name: "web", ResourceVersion: "7", UID: "self"}) {
+		t.Fatalf("trimWebAppMetadata = %#v", out)
+	}
+	if m, err := meta_.Accessor(out); err != nil || m.GetUID() != "self" {
+		t.Errorf("read back with uid %q, %v", m.GetUID(), err)
+	}
+	for _, obj := range []any{out, cache.DeletedFinalStateUnknown{Key: "a/web", Obj: out}} {
+		if again, err := trimWebAppMetadata(obj); err != nil || again != obj {
+			t.Errorf("trimWebAppMetadata(%T) = %#v, %v; want it unchanged", obj, again, err)
+		}
+	}
+}

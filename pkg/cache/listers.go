@@ -127,7 +127,7 @@ func (l metadataLister) Get(namespace, name string) (*metav1.PartialObjectMetada
 	}
 	// The indexer itself: the factory's lister expects the metadata
 	// client's own type, not the Ref that TrimMetadata stores.
-	obj, exists, err := l.c.metadata[key].ForResource(l.resource).Informer().GetIndexer().GetByKey(namespace + "/" + name)
+	obj, exists, err := l.c.metadataFactory(key, l.resource).ForResource(l.resource).Informer().GetIndexer().GetByKey(namespace + "/" + name)
 	if err != nil {
 		return nil, err
 	}

@@ -63,6 +63,14 @@ type Options struct {
 	// controller to the objects of its range.
 	Predicates []Predicate
 
+	// Keep, when set, is asked of each key as a worker takes it: one it
+	// refuses is dropped without a reconcile. With --shards a range's
+	// controller keeps only its range's WebApps: the predicates cannot
+	// always tell at the event (a referenced ConfigMap maps to WebApps of
+	// any range), and a WebApp deleted and made again under its name may
+	// now belong to another range.
+	Keep func(Request) bool
+
 	// RateLimiter decides how long a key waits before a retry after an
 	// error. Default DefaultRateLimiter().
 	RateLimiter workqueue.TypedRateLimiter[Request]
@@ -130,6 +138,7 @@ type Controller struct {
 	unavailable     *unavailability
 	logger          klog.Logger
 	predicates      []Predicate // Options.Predicates, before each Watch's own
+	keep            func(Request) bool
 	metrics         *controllerMetrics
 	// queueMetrics is nil when Options.Registerer is nil: the workqueue then
 	// falls back to client-go's global provider.
@@ -174,6 +183,7 @@ func New(opts Options, r Reconciler) (*Controller, error) {
 		isUnavailable:   opts.IsUnavailable,
 		logger:          opts.Logger,
 		predicates:      slices.Clone(opts.Predicates),
+		keep:            opts.Keep,
 	}
 	if c.isUnavailable == nil {
 		c.isUnavailable = APIUnavailable
@@ -387,6 +397,10 @@ func (c *Controller) processNextWorkItem(stopCtx, workCtx context.Context, queue
 	// are stopping we leave them: they are not in-flight work.
 	if stopCtx.Err() != nil {
 		return false
+	}
+	if c.keep != nil && !c.keep(req) {
+		queue.Forget(req)
+		return true
 	}
 
 	// While the API server is unavailable, no worker starts a reconcile

@@ -177,6 +177,36 @@ func TestSuccessForgetsKey(t *testing.T) {
 	}
 }
 
+// TestKeepDropsRefusedKeys: a key Keep refuses is dropped as a worker
+// takes it, with no reconcile and nothing counted, and forgotten by the
+// rate limiter; the others are reconciled.
+func TestKeepDropsRefusedKeys(t *testing.T) {
+	r := newRecorder(func(context.Context, Request, int) (Result, error) { return Result{}, nil })
+	var asked atomic.Int32
+	h := newHarness(t, Options{Keep: func(req Request) bool {
+		asked.Add(1)
+		return req != reqA
+	}}, r)
+	h.enqueue(reqA)
+	h.enqueue(reqB)
+	h.start(t)
+	if got := receive(t, r.calls, "the reconcile"); got != reqB {
+		t.Errorf("reconciled %v, want %v", got, reqB)
+	}
+	if err := h.stop(t); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if n := r.count(reqA); n != 0 || asked.Load() != 2 {
+		t.Errorf("the refused key was reconciled %d times; Keep asked %d times, want 0 and 2", n, asked.Load())
+	}
+	if _, forget := h.limiter.counts(reqA); forget != 1 {
+		t.Errorf("the refused key was forgotten %d times, want 1", forget)
+	}
+	if v := metricValue(t, h.reg, "controller_runtime_reconcile_total", map[string]string{"controller": h.c.Name(), "result": "success"}); v != 1 {
+		t.Errorf("reconcile_total{success} = %v, want 1", v)
+	}
+}
+
 func TestErrorRequeuesWithRateLimit(t *testing.T) {
 	r := newRecorder(func(_ context.Context, _ Request, n int) (Result, error) {
 		if n == 0 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -20,11 +21,17 @@ import (
 const MemberLabel = "handroll.dev/shard-member"
 
 // SplitAnnotation on a membership Lease says how its replica splits the
-// WebApps ("12", its --shards). Replicas that split differently hold
+// WebApps (Split). Replicas that split differently hold
 // different Leases for the same WebApps, so no range Lease could keep two
 // of them from reconciling one WebApp: the Coordinator takes no range while
 // it sees a member that splits otherwise.
 const SplitAnnotation = "handroll.dev/shard-split"
+
+// Split is the SplitAnnotation of replicas with n ranges: "12/uid", the
+// count and the field hashed. Replicas of earlier versions hashed the
+// namespace and wrote the count alone: they split otherwise, so a rollout
+// from them hands over as a change of --shards does.
+func Split(n int) string { return strconv.Itoa(n) + "/uid" }
 
 // Members announces this replica in a Lease of its own and tells which
 // replicas are live. A member is live while its Lease keeps being renewed:

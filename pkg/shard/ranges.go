@@ -3,25 +3,40 @@ package shard
 import (
 	"fmt"
 	"hash/fnv"
-	"math/bits"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
-// Key is the field a WebApp and its children are hashed on, in the
-// shardSelector's syntax.
-const Key = "object.metadata.namespace"
+// Key is the field a WebApp is hashed on, in the shardSelector's syntax:
+// its uid, random, so the split does not depend on how anything is named.
+const Key = "object.metadata.uid"
 
-// Range is one of Count equal parts of the hash space: the hashes h with
-// Start <= h < End, where End 0 of the last range stands for 2^64.
+// Buckets is how many parts the hash space is first cut into: a WebApp's
+// bucket is its hash's top byte. A range is a run of whole buckets, so that
+// a child, which carries its owner's bucket in BucketLabel, can be
+// selected with its owner's range by a label selector. The bucket does not
+// depend on the number of ranges: changing --shards rewrites no label.
+const Buckets = 256
+
+// BucketLabel, on each child of a WebApp reconciled by sharded replicas,
+// is its owner's bucket (Bucket): the range's caches select the children
+// by it. It is on the child's metadata only, never on a pod template, so
+// writing it rolls no pod.
+const BucketLabel = "handroll.dev/shard-bucket"
+
+// Range is one of Count parts of the hash space: the hashes h with Start <=
+// h < End, where End 0 of the last range stands for 2^64. Each is a run of
+// whole buckets, as equal as Buckets allows.
 type Range struct {
 	Index, Count int
 	Start, End   uint64
 }
 
-// Ranges cuts the hash space into n ranges as equal as integers allow.
+// Ranges cuts the hash space into n runs of buckets: 1 <= n <= Buckets.
 func Ranges(n int) ([]Range, error) {
-	if n < 1 {
-		return nil, fmt.Errorf("%d ranges: there must be at least one", n)
+	if n < 1 || n > Buckets {
+		return nil, fmt.Errorf("%d ranges: there must be between 1 and %d", n, Buckets)
 	}
 	out := make([]Range, n)
 	for i := range out {
@@ -30,13 +45,15 @@ func Ranges(n int) ([]Range, error) {
 	return out, nil
 }
 
-// bound is floor(i * 2^64 / n), 0 for i = n (2^64 wraps to 0).
+// firstBucket is the first bucket of range i of n: ceil(i * Buckets / n).
+func firstBucket(i, n int) int { return (i*Buckets + n - 1) / n }
+
+// bound is range i's first hash, 0 for i = n (2^64 wraps to 0).
 func bound(i, n int) uint64 {
 	if i == n {
 		return 0
 	}
-	q, _ := bits.Div64(uint64(i), 0, uint64(n)) // (i << 64) / n, i < n
-	return q
+	return uint64(firstBucket(i, n)) << 56
 }
 
 // Contains reports whether the hash h falls in r.
@@ -44,10 +61,13 @@ func (r Range) Contains(h uint64) bool {
 	return h >= r.Start && (r.Index == r.Count-1 || h < r.End)
 }
 
+// Holds reports whether the WebApp of this uid is r's.
+func (r Range) Holds(uid types.UID) bool { return r.Contains(Hash(string(uid))) }
+
 // String is the range as the journal and the logs name it: "3/12".
 func (r Range) String() string { return fmt.Sprintf("%d/%d", r.Index, r.Count) }
 
-// Selector is r as a shardSelector expression.
+// Selector is r as a shardSelector expression, for the WebApps.
 func (r Range) Selector() string {
 	end := fmt.Sprintf("0x%016x", r.End)
 	if r.Index == r.Count-1 {
@@ -65,6 +85,16 @@ func Selector(rs ...Range) string {
 	return strings.Join(parts, " || ")
 }
 
+// ChildSelector is the label requirement that selects the children of r's
+// WebApps: their BucketLabel is one of r's buckets.
+func (r Range) ChildSelector() string {
+	var values []string
+	for b := firstBucket(r.Index, r.Count); b < firstBucket(r.Index+1, r.Count); b++ {
+		values = append(values, bucketValue(b))
+	}
+	return BucketLabel + " in (" + strings.Join(values, ",") + ")"
+}
+
 // Hash is the API server's hash of a field's value: 64-bit FNV-1a of its
 // bytes (k8s.io/apimachinery/pkg/sharding HashField).
 func Hash(value string) uint64 {
@@ -73,16 +103,15 @@ func Hash(value string) uint64 {
 	return h.Sum64()
 }
 
-// Of returns the index of the range, of n, that holds namespace.
-func Of(namespace string, n int) int { return ofHash(Hash(namespace), n) }
+// Bucket is the BucketLabel value of the children of the WebApp of uid:
+// its hash's top byte, in two hex digits.
+func Bucket(uid types.UID) string { return bucketValue(int(Hash(string(uid)) >> 56)) }
 
-func ofHash(h uint64, n int) int {
-	// The range holding h is the largest i with bound(i, n) <= h: that is
-	// floor(h * n / 2^64) or the one after it, as bound rounds down.
-	hi, _ := bits.Mul64(h, uint64(n))
-	i := int(hi)
-	if i+1 < n && bound(i+1, n) <= h {
-		i++
-	}
-	return i
-}
+func bucketValue(b int) string { return fmt.Sprintf("%02x", b) }
+
+// Of returns the index of the range, of n, that holds the WebApp of uid.
+func Of(uid types.UID, n int) int { return ofHash(Hash(string(uid)), n) }
+
+// ofHash is the range of n holding h: the last whose first bucket is at
+// most h's, i with ceil(i * Buckets / n) <= b, so floor(b * n / Buckets).
+func ofHash(h uint64, n int) int { return int(h>>56) * n / Buckets }

@@ -8,11 +8,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/sharding"
+	"k8s.io/apimachinery/pkg/util/uuid"
 )
 
 func TestRangesCoverTheHashSpaceOnce(t *testing.T) {
-	for _, n := range []int{1, 2, 3, 7, 12, 64, 1000} {
+	for _, n := range []int{1, 2, 3, 7, 12, 64, 255, 256} {
 		rs, err := Ranges(n)
 		if err != nil {
 			t.Fatal(err)
@@ -25,16 +27,22 @@ func TestRangesCoverTheHashSpaceOnce(t *testing.T) {
 				t.Errorf("n=%d: range %d starts at %#x, range %d ends at %#x", n, i, rs[i].Start, i-1, rs[i-1].End)
 			}
 		}
-		// Equal to within one hash.
+		// Whole buckets, equal to within one bucket.
 		width := math.Pow(2, 64) / float64(n)
-		for _, r := range rs[:n-1] {
-			if d := float64(r.End-r.Start) - width; d > 1 || d < -1 {
-				t.Errorf("n=%d: range %v is %d wide, want %.0f", n, r, r.End-r.Start, width)
+		for _, r := range rs {
+			w := float64(r.End - r.Start)
+			if r.Index == n-1 {
+				w = math.Pow(2, 64) - float64(r.Start)
+			}
+			if r.Start%(1<<56) != 0 || math.Abs(w-width) >= 1<<56 {
+				t.Errorf("n=%d: range %v starts at %#x and is %.0f wide, want whole buckets and %.0f", n, r, r.Start, w, width)
 			}
 		}
 	}
-	if _, err := Ranges(0); err == nil {
-		t.Error("Ranges(0) succeeded")
+	for _, n := range []int{0, Buckets + 1} {
+		if _, err := Ranges(n); err == nil {
+			t.Errorf("Ranges(%d) succeeded", n)
+		}
 	}
 }
 
@@ -42,7 +50,7 @@ func TestRangesCoverTheHashSpaceOnce(t *testing.T) {
 // contains the hash, at the edges of every range too.
 func TestOfAgreesWithContains(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	for _, n := range []int{1, 3, 12, 1000} {
+	for _, n := range []int{1, 3, 12, 100, 256} {
 		rs, _ := Ranges(n)
 		hashes := []uint64{0, math.MaxUint64}
 		for _, r := range rs {
@@ -66,17 +74,19 @@ func TestOfAgreesWithContains(t *testing.T) {
 	}
 }
 
-// TestSameHashAsTheAPIServer: a namespace is in a range exactly when
+// TestSameHashAsTheAPIServer: a WebApp is in a range exactly when
 // apimachinery's shard selector, which the API server evaluates, matches
-// an object of that namespace.
+// it; and its children's bucket label exactly when the range's child
+// selector does.
 func TestSameHashAsTheAPIServer(t *testing.T) {
 	rs, _ := Ranges(12)
-	for i := range 500 {
-		ns := fmt.Sprintf("team-%d", i)
-		obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "x"}}
-		if got, want := fmt.Sprintf("%016x", Hash(ns)), sharding.HashField(ns); got != want {
-			t.Fatalf("Hash(%q) = %s, apimachinery %s", ns, got, want)
+	for range 500 {
+		uid := uuid.NewUUID()
+		obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "team-00", Name: "x", UID: uid}}
+		if got, want := fmt.Sprintf("%016x", Hash(string(uid))), sharding.HashField(string(uid)); got != want {
+			t.Fatalf("Hash(%q) = %s, apimachinery %s", uid, got, want)
 		}
+		child := labels.Set{BucketLabel: Bucket(uid)}
 		for _, r := range rs {
 			end := fmt.Sprintf("0x%016x", r.End)
 			if r.Index == r.Count-1 {
@@ -87,8 +97,16 @@ func TestSameHashAsTheAPIServer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if want := Of(ns, 12) == r.Index; match != want {
-				t.Fatalf("%s in %v: the API server's selector says %v, Of says %v", ns, r, match, want)
+			want := Of(uid, 12) == r.Index
+			if match != want || r.Holds(uid) != want {
+				t.Fatalf("%s in %v: the API server's selector says %v, Of says %v, Holds %v", uid, r, match, want, r.Holds(uid))
+			}
+			childSel, err := labels.Parse(r.ChildSelector())
+			if err != nil {
+				t.Fatalf("%v: child selector %q: %v", r, r.ChildSelector(), err)
+			}
+			if got := childSel.Matches(child); got != want {
+				t.Fatalf("%s's child (bucket %s) in %v: the child selector says %v, Of says %v", uid, Bucket(uid), r, got, want)
 			}
 			if sel.String() != r.Selector() {
 				t.Fatalf("selector %q, apimachinery writes %q", r.Selector(), sel.String())

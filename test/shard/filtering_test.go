@@ -45,13 +45,16 @@ func TestRangesKeepToThemselvesWhenTheServerStopsFiltering(t *testing.T) {
 	kube, apps := cp.KubeClient(t), cp.HandrollClient(t)
 	opNS := cp.Namespace(t)
 	var namespaces []string
+	uids := map[string]types.UID{} // by key
 	for range 8 {
 		ns := cp.Namespace(t)
 		namespaces = append(namespaces, ns)
 		app := &handrollv1.WebApp{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: ns}, Spec: handrollv1.WebAppSpec{Image: "nginx:1.27"}}
-		if _, err := apps.HandrollV1().WebApps(ns).Create(ctx, app, metav1.CreateOptions{}); err != nil {
+		created, err := apps.HandrollV1().WebApps(ns).Create(ctx, app, metav1.CreateOptions{})
+		if err != nil {
 			t.Fatal(err)
 		}
+		uids[ns+"/app"] = created.UID
 	}
 	journal := filepath.Join(t.TempDir(), "journal.jsonl")
 	// Lease timings that outlast the API server's restart.
@@ -100,8 +103,8 @@ func TestRangesKeepToThemselvesWhenTheServerStopsFiltering(t *testing.T) {
 	var outside []string
 	reconciles := 0
 	for _, e := range entries {
-		ns, _, _ := strings.Cut(e.Key, "/")
-		if e.Event != "start" || !slices.Contains(namespaces, ns) || !strings.HasPrefix(e.Controller, webapp.ControllerName+"-") {
+		uid, ours := uids[e.Key]
+		if e.Event != "start" || !ours || !strings.HasPrefix(e.Controller, webapp.ControllerName+"-") {
 			continue
 		}
 		reconciles++
@@ -109,8 +112,8 @@ func TestRangesKeepToThemselvesWhenTheServerStopsFiltering(t *testing.T) {
 		if _, err := fmt.Sscanf(strings.TrimPrefix(e.Controller, webapp.ControllerName+"-"), "%d-of-%d", &i, &n); err != nil {
 			t.Fatalf("controller %q: %v", e.Controller, err)
 		}
-		if shard.Of(ns, n) != i {
-			outside = append(outside, fmt.Sprintf("%s reconciled %s, of range %d", e.Controller, e.Key, shard.Of(ns, n)))
+		if shard.Of(uid, n) != i {
+			outside = append(outside, fmt.Sprintf("%s reconciled %s, of range %d", e.Controller, e.Key, shard.Of(uid, n)))
 		}
 	}
 	if reconciles == 0 {

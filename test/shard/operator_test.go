@@ -19,6 +19,7 @@ import (
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	"github.com/handroll/handroll/pkg/controller/webapp"
+	"github.com/handroll/handroll/pkg/shard"
 	"github.com/handroll/handroll/test/controlplane"
 	"github.com/handroll/handroll/test/operator"
 )
@@ -89,6 +90,30 @@ func splitTheWebApps(t *testing.T, env *controlplane.ControlPlane) (a, b *operat
 	})
 	replicasAre := func(want int32) func() (bool, string) { return appsHaveReplicas(ctx, kube, namespaces, want) }
 	eventually("every WebApp's Deployment exists", replicasAre(1))
+	eventually("every child carries its owner's bucket, no pod template does", func() (bool, string) {
+		for _, ns := range namespaces {
+			w, err := apps.HandrollV1().WebApps(ns).Get(ctx, "app", metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			d, err := kube.AppsV1().Deployments(ns).Get(ctx, "app", metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			svc, err := kube.CoreV1().Services(ns).Get(ctx, "app", metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			want := shard.Bucket(w.UID)
+			if d.Labels[shard.BucketLabel] != want || svc.Labels[shard.BucketLabel] != want {
+				return false, fmt.Sprintf("%s: Deployment's bucket %q, Service's %q, want %q", ns, d.Labels[shard.BucketLabel], svc.Labels[shard.BucketLabel], want)
+			}
+			if b, on := d.Spec.Template.Labels[shard.BucketLabel]; on {
+				t.Fatalf("%s: the pod template carries the bucket %q: its pods would roll", ns, b)
+			}
+		}
+		return true, ""
+	})
 	// The ranges' electors answer /healthz, as the single leader's does.
 	for _, o := range []*operator.Operator{a, b} {
 		if code, body := o.Probe(t, "/healthz?verbose"); code != http.StatusOK || !strings.Contains(body, "[+]shard-leader-election ok") {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/handroll/handroll/pkg/shard"
@@ -57,23 +57,25 @@ func TestServerWithoutTheGateIsDetected(t *testing.T) {
 	if err != nil || ok {
 		t.Errorf("without the gate: ServerFilters = %v, %v; want false", ok, err)
 	}
-	// And the selector is indeed ignored: range 0 of 1000 lists ConfigMaps
-	// of namespaces outside it.
-	ranges, _ := shard.Ranges(1000)
+	// And the selector is indeed ignored: range 0 of 256 lists ConfigMaps
+	// outside it.
+	ranges, _ := shard.Ranges(256)
 	list, err := client.Resource(configmaps).List(ctx, metav1.ListOptions{ShardSelector: ranges[0].Selector()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.ContainsFunc(list.Items, func(u unstructured.Unstructured) bool { return shard.Of(u.GetNamespace(), 1000) != 0 }) {
+	if !slices.ContainsFunc(list.Items, func(u unstructured.Unstructured) bool { return shard.Of(u.GetUID(), 256) != 0 }) {
 		t.Errorf("without the gate the selector still filtered: %d ConfigMaps, all in range 0", len(list.Items))
 	}
 }
 
-// TestSelectorSelectsTheRangesNamespaces: 24 namespaces, a WebApp, a
-// Deployment, a Service and a ConfigMap in each; listing with each of 4 ranges' selectors returns the
-// objects of exactly the namespaces shard.Of puts in that range, and a
-// watch with a selector sees only those.
-func TestSelectorSelectsTheRangesNamespaces(t *testing.T) {
+// TestSelectorsSelectTheRangesWebAppsAndChildren: 24 WebApps in two
+// namespaces, each with a Deployment, a Service and a ConfigMap labelled
+// with its bucket, as the reconciler labels them. Listing with each of 4
+// ranges' selectors returns exactly the WebApps shard.Of puts in that range
+// (the uid selector) and exactly their children (the bucket label); a
+// watch with a range's selectors sees only those.
+func TestSelectorsSelectTheRangesWebAppsAndChildren(t *testing.T) {
 	if env == nil {
 		t.Skip("needs the control plane")
 	}
@@ -85,87 +87,105 @@ func TestSelectorSelectsTheRangesNamespaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := make([][]string, n)
-	ours := map[string]bool{}
-	for range 24 {
-		ns := env.Namespace(t)
-		ours[ns] = true
-		want[shard.Of(ns, n)] = append(want[shard.Of(ns, n)], ns)
-		create(t, client, ns)
+	namespaces := []string{env.Namespace(t), env.Namespace(t)}
+	for i := range 24 {
+		ns, name := namespaces[i%2], fmt.Sprintf("app-%02d", i)
+		uid := create(t, client, ns, name)
+		want[shard.Of(uid, n)] = append(want[shard.Of(uid, n)], ns+"/"+name)
 	}
 	for i := range want {
 		slices.Sort(want[i])
 	}
-	// The test means nothing if every namespace falls in one range.
-	if nonEmpty := slices.IndexFunc(want, func(s []string) bool { return len(s) == len(ours) }); nonEmpty >= 0 {
-		t.Fatalf("all 24 namespaces hash into range %d", nonEmpty)
+	// The test means nothing if every WebApp falls in one range.
+	if all := slices.IndexFunc(want, func(s []string) bool { return len(s) == 24 }); all >= 0 {
+		t.Fatalf("all 24 WebApps hash into range %d", all)
 	}
 
 	for _, r := range ranges {
 		for _, res := range []schema.GroupVersionResource{webapps, deployments, services, configmaps} {
-			list, err := client.Resource(res).List(ctx, metav1.ListOptions{ShardSelector: r.Selector(), LabelSelector: "shard-test=yes"})
+			opts := metav1.ListOptions{LabelSelector: "shard-test=yes"}
+			if res == webapps {
+				opts.ShardSelector = r.Selector()
+			} else {
+				opts.LabelSelector += "," + r.ChildSelector()
+			}
+			list, err := client.Resource(res).List(ctx, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
 			var got []string
 			for _, item := range list.Items {
-				if ours[item.GetNamespace()] {
-					got = append(got, item.GetNamespace())
-				}
+				got = append(got, item.GetNamespace()+"/"+item.GetName())
 			}
 			slices.Sort(got)
 			if !slices.Equal(got, want[r.Index]) {
-				t.Errorf("%s in range %v: listed the namespaces %v, want %v", res.Resource, r, got, want[r.Index])
+				t.Errorf("%s in range %v: listed %v, want %v", res.Resource, r, got, want[r.Index])
 			}
 		}
 	}
 
-	// A watch with range 0's selector sees updates in its namespaces only.
-	w, err := client.Resource(configmaps).Watch(ctx, metav1.ListOptions{ShardSelector: ranges[0].Selector(), LabelSelector: "shard-test=yes"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	for ns := range ours {
-		if _, err := client.Resource(configmaps).Namespace(ns).Patch(ctx, "data", "application/merge-patch+json", []byte(`{"data":{"touched":"yes"}}`), metav1.PatchOptions{}); err != nil {
+	// A watch with range 0's selectors sees updates of its objects only.
+	for _, res := range []schema.GroupVersionResource{webapps, configmaps} {
+		opts := metav1.ListOptions{LabelSelector: "shard-test=yes"}
+		if res == webapps {
+			opts.ShardSelector = ranges[0].Selector()
+		} else {
+			opts.LabelSelector += "," + ranges[0].ChildSelector()
+		}
+		w, err := client.Resource(res).Watch(ctx, opts)
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	seen := map[string]bool{}
-	deadline := time.After(20 * time.Second)
-	for len(seen) < len(want[0]) {
-		select {
-		case ev := <-w.ResultChan():
-			obj, ok := ev.Object.(*unstructured.Unstructured)
-			if !ok {
-				continue
+		for i := range 24 {
+			ns, name := namespaces[i%2], fmt.Sprintf("app-%02d", i)
+			if _, err := client.Resource(res).Namespace(ns).Patch(ctx, name, "application/merge-patch+json", []byte(`{"metadata":{"annotations":{"touched":"yes"}}}`), metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
 			}
-			if ours[obj.GetNamespace()] && shard.Of(obj.GetNamespace(), n) != 0 {
-				t.Fatalf("the watch of range 0 delivered %s/%s, of range %d", obj.GetNamespace(), obj.GetName(), shard.Of(obj.GetNamespace(), n))
-			}
-			seen[obj.GetNamespace()] = true
-		case <-deadline:
-			t.Fatalf("the watch of range 0 delivered %d of its %d namespaces' updates", len(seen), len(want[0]))
 		}
+		seen := map[string]bool{}
+		deadline := time.After(20 * time.Second)
+		for len(seen) < len(want[0]) {
+			select {
+			case ev := <-w.ResultChan():
+				obj, ok := ev.Object.(*unstructured.Unstructured)
+				if !ok {
+					continue
+				}
+				key := obj.GetNamespace() + "/" + obj.GetName()
+				if !slices.Contains(want[0], key) {
+					t.Fatalf("the watch of %s in range 0 delivered %s, of another range", res.Resource, key)
+				}
+				seen[key] = true
+			case <-deadline:
+				t.Fatalf("the watch of %s in range 0 delivered %d of its %d objects' updates", res.Resource, len(seen), len(want[0]))
+			}
+		}
+		w.Stop()
 	}
 }
 
-func create(t *testing.T, client dynamic.Interface, ns string) {
+// create makes a WebApp name in ns, and a Deployment, a Service and a
+// ConfigMap of the same name labelled with its bucket; it returns the
+// WebApp's uid.
+func create(t *testing.T, client dynamic.Interface, ns, name string) types.UID {
 	t.Helper()
 	ctx := context.Background()
 	labels := map[string]any{"shard-test": "yes"}
 	app := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "handroll.dev/v1", "kind": "WebApp",
-		"metadata": map[string]any{"name": "app", "labels": labels},
+		"metadata": map[string]any{"name": name, "labels": labels},
 		"spec":     map[string]any{"image": "nginx:1.27"},
 	}}
-	if _, err := client.Resource(webapps).Namespace(ns).Create(ctx, app, metav1.CreateOptions{}); err != nil {
+	created, err := client.Resource(webapps).Namespace(ns).Create(ctx, app, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
+	childLabels := map[string]string{"shard-test": "yes", shard.BucketLabel: shard.Bucket(created.GetUID())}
 	one := int32(1)
-	sel := map[string]string{"app": "app"}
+	sel := map[string]string{"app": name}
 	dep := &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
-		ObjectMeta: metav1.ObjectMeta{Name: "app", Labels: map[string]string{"shard-test": "yes"}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: childLabels},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: &one,
 			Selector: &metav1.LabelSelector{MatchLabels: sel},
@@ -177,26 +197,20 @@ func create(t *testing.T, client dynamic.Interface, ns string) {
 	}
 	svc := &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-		ObjectMeta: metav1.ObjectMeta{Name: "app", Labels: map[string]string{"shard-test": "yes"}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: childLabels},
 		Spec:       corev1.ServiceSpec{Selector: sel, Ports: []corev1.ServicePort{{Port: 80}}},
 	}
-	for res, o := range map[schema.GroupVersionResource]any{deployments: dep, services: svc} {
+	cm := &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, ObjectMeta: metav1.ObjectMeta{Name: name, Labels: childLabels}}
+	for res, o := range map[schema.GroupVersionResource]any{deployments: dep, services: svc, configmaps: cm} {
 		obj, err := toUnstructured(o)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if _, err := client.Resource(res).Namespace(ns).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
+			t.Fatal(fmt.Errorf("%s %s/%s: %w", res.Resource, ns, name, err))
 		}
 	}
-	cm := &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, ObjectMeta: metav1.ObjectMeta{Name: "data", Labels: map[string]string{"shard-test": "yes"}}}
-	obj, err := toUnstructured(cm)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.Resource(configmaps).Namespace(ns).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
-		t.Fatal(fmt.Errorf("%s: %w", strings.TrimSpace(ns), err))
-	}
+	return created.GetUID()
 }
 
 func toUnstructured(obj any) (*unstructured.Unstructured, error) {

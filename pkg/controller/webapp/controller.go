@@ -47,6 +47,11 @@ type Informers struct {
 	DeploymentMetadata []cache.SharedIndexInformer
 	ServiceMetadata    []cache.SharedIndexInformer
 	ConfigMapMetadata  []cache.SharedIndexInformer
+
+	// WebAppMetadata, with --shards, is the metadata of every WebApp,
+	// which the directory controller watches for the entries of WebApps
+	// gone from any range (nil: not cached).
+	WebAppMetadata []cache.SharedIndexInformer
 }
 
 // NewController connects r to the informers — the builder.For(&WebApp{}).

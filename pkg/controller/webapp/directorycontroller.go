@@ -305,6 +305,13 @@ func NewDirectoryController(r *DirectoryReconciler, inf Informers, opts controll
 	if err := add(inf.Services, controllerChanged()); err != nil {
 		return nil, err
 	}
+	// A WebApp made or gone in any range: its entry may be this
+	// reconciler's to remove (DirectoryReconciler.Manages).
+	if err := add(inf.WebAppMetadata, controller.PredicateFuncs{
+		UpdateFunc: func(metav1.Object, metav1.Object) bool { return false },
+	}); err != nil {
+		return nil, err
+	}
 	isDirectory := func(o metav1.Object) bool {
 		_, part := DirectoryPartIndex(o.GetName())
 		return part && o.GetNamespace() == r.Namespace

@@ -68,6 +68,12 @@ type Reconciler struct {
 	DeploymentMeta, ServiceMeta, ConfigMapMeta MetadataGetter
 	RefConfigMaps                              *RefConfigMaps
 
+	// ChildLabels, when set, are labels every child carries besides
+	// Labels, on its own metadata and never on a pod template, so that
+	// adding them rolls no pod. With --shards: the owner's bucket, by which
+	// a range's caches select its children (pkg/shard BucketLabel).
+	ChildLabels func(*handrollv1.WebApp) map[string]string
+
 	// Now returns the time for condition transitions; tests fix it.
 	Now func() metav1.Time
 
@@ -154,6 +160,17 @@ type child struct {
 	apply   func(context.Context) (metav1.Object, error)
 }
 
+// childLabels are the labels ChildLabels adds to w's children, if any. They
+// are not in the applied hash: a child without them differs from its
+// desired state all the same (FirstDifference compares every field set),
+// and the hash of a WebApp's children stays the same with or without them.
+func (r *Reconciler) childLabels(w *handrollv1.WebApp) map[string]string {
+	if r.ChildLabels == nil {
+		return nil
+	}
+	return r.ChildLabels(w)
+}
+
 // once returns build's result, built on the first call.
 func once[T any](build func() T) func() T {
 	var (
@@ -186,7 +203,7 @@ func (r *Reconciler) reconcileChildren(ctx context.Context, w *handrollv1.WebApp
 	var children []child
 	if len(w.Spec.Config) > 0 {
 		cmName := handrollv1.OwnedConfigMapName(name)
-		cm := once(func() *corev1ac.ConfigMapApplyConfiguration { return DesiredConfigMap(w) })
+		cm := once(func() *corev1ac.ConfigMapApplyConfiguration { return DesiredConfigMap(w).WithLabels(r.childLabels(w)) })
 		children = append(children, child{
 			kind: "ConfigMap", name: cmName, slot: slotConfigMap, filtered: r.ChildrenCacheFiltered, meta: r.ConfigMapMeta,
 			cached: func() (metav1.Object, error) { return r.ConfigMaps.ConfigMaps(ns).Get(cmName) },
@@ -199,7 +216,7 @@ func (r *Reconciler) reconcileChildren(ctx context.Context, w *handrollv1.WebApp
 			},
 		})
 	}
-	svc := once(func() *corev1ac.ServiceApplyConfiguration { return DesiredService(w) })
+	svc := once(func() *corev1ac.ServiceApplyConfiguration { return DesiredService(w).WithLabels(r.childLabels(w)) })
 	children = append(children, child{
 		kind: "Service", name: name, slot: slotService, filtered: r.ChildrenCacheFiltered, meta: r.ServiceMeta,
 		cached: func() (metav1.Object, error) { return r.Services.Services(ns).Get(name) },
@@ -211,7 +228,9 @@ func (r *Reconciler) reconcileChildren(ctx context.Context, w *handrollv1.WebApp
 			return r.Kube.CoreV1().Services(ns).Apply(ctx, svc(), applyOptions)
 		},
 	})
-	dep := once(func() *appsv1ac.DeploymentApplyConfiguration { return DesiredDeployment(w, refCM) })
+	dep := once(func() *appsv1ac.DeploymentApplyConfiguration {
+		return DesiredDeployment(w, refCM).WithLabels(r.childLabels(w))
+	})
 	children = append(children, child{
 		kind: "Deployment", name: name, slot: slotDeployment, filtered: r.ChildrenCacheFiltered, meta: r.DeploymentMeta,
 		cached: func() (metav1.Object, error) { return r.Deployments.Deployments(ns).Get(name) },

@@ -2,6 +2,8 @@ package webapp
 
 import (
 	"context"
+	"encoding/json"
+	"maps"
 	"testing"
 	"time"
 
@@ -9,14 +11,17 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 
+	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	"github.com/handroll/handroll/pkg/controller"
 	handrollfake "github.com/handroll/handroll/pkg/generated/clientset/versioned/fake"
 	handrolllisters "github.com/handroll/handroll/pkg/generated/listers/handroll/v1"
@@ -228,4 +233,74 @@ func BenchmarkFirstDifferenceDeployment(b *testing.B) {
 			b.Fatalf("FirstDifference = %q, %v", d, err)
 		}
 	}
+}
+
+// TestChildLabelsReachEveryChildButNoPod: with ChildLabels (sharded
+// replicas' bucket), up-to-date children that lack the label are applied
+// once, with it on their own metadata and not on the pod template, so no
+// pod rolls; once they carry it, a reconcile writes nothing.
+func TestChildLabelsReachEveryChildButNoPod(t *testing.T) {
+	u := newUpToDate(t)
+	const key, value = "example.com/bucket", "3f"
+	u.r.ChildLabels = func(*handrollv1.WebApp) map[string]string { return map[string]string{key: value} }
+	for _, w := range u.webapps.List() { // the status, from the applied children, may be written
+		if err := u.hr.Tracker().Add(w.(*handrollv1.WebApp)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := u.r.Reconcile(context.Background(), u.req); err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	applied := map[string]bool{}
+	for _, a := range u.kube.Actions() {
+		p, ok := a.(clienttesting.PatchAction)
+		if !ok || p.GetPatchType() != types.ApplyPatchType {
+			t.Errorf("unexpected %s %s", a.GetVerb(), a.GetResource().Resource)
+			continue
+		}
+		var obj struct {
+			Metadata struct {
+				Labels map[string]string `json:"labels"`
+			} `json:"metadata"`
+			Spec struct {
+				Template *struct {
+					Metadata struct {
+						Labels map[string]string `json:"labels"`
+					} `json:"metadata"`
+				} `json:"template"`
+			} `json:"spec"`
+		}
+		if err := json.Unmarshal(p.GetPatch(), &obj); err != nil {
+			t.Fatal(err)
+		}
+		res := p.GetResource().Resource
+		applied[res] = true
+		if obj.Metadata.Labels[key] != value {
+			t.Errorf("%s applied with labels %v, want %s=%s among them", res, obj.Metadata.Labels, key, value)
+		}
+		if tpl := obj.Spec.Template; tpl != nil {
+			if _, on := tpl.Metadata.Labels[key]; on {
+				t.Errorf("%s's pod template got the label: its pods would roll", res)
+			}
+		}
+	}
+	if want := map[string]bool{"deployments": true, "services": true, "configmaps": true}; !maps.Equal(applied, want) {
+		t.Errorf("applied %v, want every child once", applied)
+	}
+
+	// Stored with the label, the children are up to date again.
+	u = newUpToDate(t)
+	u.r.ChildLabels = func(*handrollv1.WebApp) map[string]string { return map[string]string{key: value} }
+	for _, ix := range []cache.Indexer{u.deployments, u.services, u.configMaps} {
+		for _, o := range ix.List() {
+			m := o.(metav1.Object)
+			if m.GetLabels()[LabelManagedBy] != ManagedBy {
+				continue // the referenced ConfigMap is not a child
+			}
+			labels := maps.Clone(m.GetLabels())
+			labels[key] = value
+			m.SetLabels(labels)
+		}
+	}
+	u.reconcile(t)
 }
