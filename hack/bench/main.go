@@ -111,6 +111,7 @@ type options struct {
 	sharding       bool
 	shardingN      int
 	shardingNames  string // shardingNamesNumbered or shardingNamesRandom
+	shardingRounds int
 	shardingRegime Regime
 }
 
@@ -176,6 +177,7 @@ func parseFlags(args []string, output io.Writer) (o options, render string, err 
 	fs.BoolVar(&o.planOnly, "plan", false, "measure nothing: print the plan and its estimated time")
 	fs.BoolVar(&o.sharding, "sharding", false, "run only the sharding scenario: handroll with --shards=12, 1 replica against 3, on a control plane with the ShardedListAndWatch gate; writes benchmarks-sharding.md")
 	fs.IntVar(&o.shardingN, "sharding-n", 600, "WebApps of the sharding scenario, over 30 namespaces")
+	fs.IntVar(&o.shardingRounds, "sharding-rounds", 3, "rounds of the sharding scenario, each one replica then three")
 	fs.StringVar(&o.shardingNames, "sharding-names", shardingNamesNumbered, "how the sharding scenario's namespaces are named: "+shardingNamesNumbered+" (…-team-00 to -team-29) or "+shardingNamesRandom)
 	shardingRegime := fs.String("sharding-regime", "20/30", "QPS/BURST of each replica in the sharding scenario")
 	fs.StringVar(&render, "render", "", "measure nothing: rewrite benchmarks.md and benchmarks-scale.svg next to the given benchmarks.json from its samples")
@@ -234,6 +236,9 @@ func parseFlags(args []string, output io.Writer) (o options, render string, err 
 		o.contenders = []string{contenderHandroll}
 		if o.shardingNames != shardingNamesNumbered && o.shardingNames != shardingNamesRandom {
 			errs = append(errs, fmt.Errorf("-sharding-names=%q: want %s or %s", o.shardingNames, shardingNamesNumbered, shardingNamesRandom))
+		}
+		if o.shardingRounds < 1 {
+			errs = append(errs, errors.New("-sharding-rounds must be positive"))
 		}
 		if o.shardingN < 1 {
 			errs = append(errs, errors.New("-sharding-n must be positive"))

@@ -30,20 +30,21 @@ type replica struct {
 	journal string
 }
 
-// startReplica starts bin with the flags both releases take, waits until
+// startReplica starts bin with the flags both releases take (and extra),
+// waits until
 // it is ready (caches synced, certificate loaded) and adds it to the
 // Service, as the endpoints controller adds a ready pod.
-func startReplica(t *testing.T, bin, opNS, certDir string, svc *service) *replica {
+func startReplica(t *testing.T, bin, opNS, certDir string, svc *service, extra ...string) *replica {
 	t.Helper()
 	port := operator.FreePort(t)
 	r := &replica{addr: fmt.Sprintf("127.0.0.1:%d", port), journal: filepath.Join(t.TempDir(), "journal")}
-	r.op = operator.LaunchBinary(t, bin, env.Kubeconfig,
+	r.op = operator.LaunchBinary(t, bin, env.Kubeconfig, append([]string{
 		fmt.Sprintf("--webhook-port=%d", port),
-		"--webhook-cert-dir="+certDir,
-		"--operator-namespace="+opNS,
-		"--leader-elect-resource-namespace="+opNS,
-		"--reconcile-journal="+r.journal,
-	)
+		"--webhook-cert-dir=" + certDir,
+		"--operator-namespace=" + opNS,
+		"--leader-elect-resource-namespace=" + opNS,
+		"--reconcile-journal=" + r.journal,
+	}, extra...)...)
 	r.op.WaitReady(t, time.Minute)
 	svc.add(r.addr)
 	return r
@@ -89,12 +90,12 @@ func (r *replica) waitReconciled(ctx context.Context, t *testing.T, keys []strin
 	return first
 }
 
-// sideBySide returns the reconciles of the two replicas that overlapped in
-// time: two leaders at once.
-func sideBySide(t *testing.T, a, b *replica) []string {
+// sideBySide returns the reconciles of replicas that overlapped in time:
+// two leaders of one WebApp at once.
+func sideBySide(t *testing.T, replicas ...*replica) []string {
 	t.Helper()
 	var intervals []operator.ReconcileInterval
-	for _, r := range []*replica{a, b} {
+	for _, r := range replicas {
 		entries, err := operator.ReadJournal(r.journal)
 		if err != nil {
 			t.Fatalf("reading %s: %v", r.journal, err)

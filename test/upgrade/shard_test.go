@@ -1,0 +1,203 @@
+package upgrade
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/utils/ptr"
+
+	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
+	"github.com/handroll/handroll/pkg/shard"
+	"github.com/handroll/handroll/test/controlplane"
+	"github.com/handroll/handroll/test/operator"
+	"github.com/handroll/handroll/test/release"
+)
+
+// TestShardedUpgradeRollsNoPods upgrades sharded replicas of the previous
+// release, which split the WebApps by namespace, to this tree's, which
+// split them by uid and label each child with its owner's bucket, as a
+// rolling Deployment replaces its pods one by one. Nobody's pods roll: no
+// Deployment's generation or pod template changes, no pod is replaced;
+// every child gets its bucket label, on its own metadata only; the two
+// splits never reconcile side by side (the old replicas let their ranges go
+// when they see a member that splits otherwise, and the new ones take none
+// while an old one is live); and every WebApp stays Ready.
+func TestShardedUpgradeRollsNoPods(t *testing.T) {
+	if env == nil {
+		t.Skip("needs the local control plane; not started under -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	root, err := controlplane.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bins := t.TempDir()
+	oldBin, newBin := filepath.Join(bins, "handroll-previous"), filepath.Join(bins, "handroll-current")
+	release.Build(t, previous.Dir, oldBin)
+	release.Build(t, root, newBin)
+
+	kube, hc := env.KubeClient(t), env.HandrollClient(t)
+	dyn := dynamic.NewForConfigOrDie(env.Config)
+	ext := apiextensionsclient.NewForConfigOrDie(env.Config)
+	opNS := namespace(ctx, t, "handroll-shards")
+	// Namespaces numbered at the end: the previous release put all of them
+	// in one range.
+	namespaces := []string{namespace(ctx, t, "team-00"), namespace(ctx, t, "team-01")}
+	certDir, caBundle, svc, url := newWebhookEndpoint(t)
+	shards := []string{"--shards=4", "--leader-elect-resource-name=handroll-shards",
+		"--leader-elect-lease-duration=6s", "--leader-elect-renew-deadline=4s", "--leader-elect-retry-period=500ms"}
+	start := func(bin string) *replica { return startReplica(t, bin, opNS, certDir, svc, shards...) }
+
+	// The cluster as the previous release leaves it, its webhooks served by
+	// the replicas (and no longer by another test's).
+	readManifests(t, previous.Dir).applyCRDs(ctx, t, ext, url, caBundle)
+	readManifests(t, previous.Dir).applyWebhooks(ctx, t, kube, url, caBundle)
+	old := []*replica{start(oldBin), start(oldBin)}
+	names := map[string][]string{}
+	for i := range 12 {
+		ns := namespaces[i%2]
+		w := &handrollv1.WebApp{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("app-%02d", i)},
+			Spec: handrollv1.WebAppSpec{Image: image, Replicas: ptr.To[int32](1), Config: map[string]string{"n": fmt.Sprint(i)}}}
+		if _, err := hc.HandrollV1().WebApps(ns).Create(ctx, w, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		names[ns] = append(names[ns], w.Name)
+	}
+	for _, ns := range namespaces {
+		waitConverged(ctx, t, hc, kube, ns, names[ns])
+	}
+	deploymentsBefore, podsBefore := map[string]appsv1.Deployment{}, map[string]string{}
+	for _, ns := range namespaces {
+		list, err := kube.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range list.Items {
+			deploymentsBefore[ns+"/"+d.Name] = d
+		}
+		for k, v := range uids(ctx, t, dyn, pods, ns) {
+			podsBefore[ns+"/"+k] = v
+		}
+	}
+
+	// The rollout: a new replica joins, an old one leaves, twice.
+	current := readManifests(t, root)
+	current.applyCRDs(ctx, t, ext, url, caBundle)
+	current.applyWebhooks(ctx, t, kube, url, caBundle)
+	var next []*replica
+	for _, o := range old {
+		next = append(next, start(newBin))
+		svc.remove(o.addr)
+		if err := o.op.Stop(t, syscall.SIGTERM, 45*time.Second); err != nil {
+			t.Errorf("the previous release did not stop cleanly on SIGTERM: %v", err)
+		}
+	}
+
+	// Every child labelled with its owner's bucket by the new replicas.
+	var why string
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		why = ""
+		for _, ns := range namespaces {
+			for _, name := range names[ns] {
+				w, err := hc.HandrollV1().WebApps(ns).Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					return false, err
+				}
+				want := shard.Bucket(w.UID)
+				d, err := kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					return false, err
+				}
+				s, err := kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					return false, err
+				}
+				cm, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, handrollv1.OwnedConfigMapName(name), metav1.GetOptions{})
+				if err != nil {
+					return false, err
+				}
+				for kind, labels := range map[string]map[string]string{"Deployment": d.Labels, "Service": s.Labels, "ConfigMap": cm.Labels} {
+					if got := labels[shard.BucketLabel]; got != want {
+						why = fmt.Sprintf("%s %s/%s: bucket %q, want %q", kind, ns, name, got, want)
+						return false, nil
+					}
+				}
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("the children were not labelled with their owner's bucket: %v; %s\n%s", err, why, next[0].op.Log())
+	}
+	time.Sleep(settle)
+
+	for key, before := range deploymentsBefore {
+		ns, name, _ := strings.Cut(key, "/")
+		after, err := kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after.Generation != before.Generation || !equality.Semantic.DeepEqual(after.Spec.Template, before.Spec.Template) {
+			t.Errorf("Deployment %s: generation %d → %d, pod template (-before +after):\n%s",
+				key, before.Generation, after.Generation, cmp.Diff(before.Spec.Template, after.Spec.Template))
+		}
+	}
+	podsAfter := map[string]string{}
+	for _, ns := range namespaces {
+		for k, v := range uids(ctx, t, dyn, pods, ns) {
+			podsAfter[ns+"/"+k] = v
+		}
+		waitConverged(ctx, t, hc, kube, ns, names[ns])
+	}
+	if !equality.Semantic.DeepEqual(podsBefore, podsAfter) {
+		t.Errorf("pods replaced: before %v, after %v", podsBefore, podsAfter)
+	}
+	if both := oneWebAppAtOnce(t, namespaces, append(old, next...)); len(both) > 0 {
+		t.Errorf("two replicas reconciled one WebApp at overlapping times:\n%s", strings.Join(both, "\n"))
+	}
+	t.Logf("sharded upgrade from %s (%s): %d WebApps in %v, %d pods kept, every child labelled with its bucket",
+		previous.Ref, previous.Commit[:12], len(names[namespaces[0]])+len(names[namespaces[1]]), namespaces, len(podsAfter))
+}
+
+// oneWebAppAtOnce returns the reconciles of a WebApp in namespaces by two
+// replicas at overlapping times. Sharded replicas reconcile side by side,
+// each its own WebApps, and each range writes its directory entries
+// beside the others': one WebApp's reconciles are what must not overlap.
+func oneWebAppAtOnce(t *testing.T, namespaces []string, replicas []*replica) []string {
+	t.Helper()
+	byKey := map[string][]operator.ReconcileInterval{}
+	for _, r := range replicas {
+		entries, err := operator.ReadJournal(r.journal)
+		if err != nil {
+			t.Fatalf("reading %s: %v", r.journal, err)
+		}
+		exited, ok := r.op.ExitedAt()
+		if !ok {
+			exited = time.Now()
+		}
+		for _, iv := range operator.ReconcileIntervals(entries, exited) {
+			if ns, _, _ := strings.Cut(iv.Key, "/"); slices.Contains(namespaces, ns) {
+				byKey[iv.Key] = append(byKey[iv.Key], iv)
+			}
+		}
+	}
+	var out []string
+	for _, ivs := range byKey {
+		out = append(out, operator.Overlapping(ivs)...)
+	}
+	return out
+}
