@@ -111,7 +111,7 @@ func (r *ShardingResults) goals(one, many ShardRun) shardGoals {
 	g := shardGoals{
 		speedup: tput(many) / tput(one),
 		reqOne:  one.requests() / float64(r.N), reqMany: many.requests() / float64(r.N),
-		netOne:  (one.requests() - one.leaseRequests()) / float64(r.N), netMany: (many.requests() - many.leaseRequests()) / float64(r.N),
+		netOne: (one.requests() - one.leaseRequests()) / float64(r.N), netMany: (many.requests() - many.leaseRequests()) / float64(r.N),
 	}
 	busiest := 0
 	for _, rep := range many.PerReplica {
