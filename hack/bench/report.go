@@ -273,6 +273,7 @@ const (
 	unitCPUPerApp = "cpuPerApp" // seconds divided by N, shown in ms
 	unitDeltaS    = "+s"        // a signed difference of seconds
 	unitDeltaMiB  = "+MiB"      // a signed difference of MiB
+	unitKiB       = "KiB"       // bytes, shown in KiB
 )
 
 func format(v float64, unit string) string {
@@ -297,8 +298,24 @@ func format(v float64, unit string) string {
 		return sign(v, formatSeconds(math.Abs(v)))
 	case unitDeltaMiB:
 		return sign(v, strconv.FormatFloat(math.Abs(v), 'f', 1, 64)+" MiB")
+	case unitKiB:
+		return strconv.FormatFloat(v/1024, 'f', 1, 64) + " KiB"
 	}
 	return strconv.FormatFloat(v, 'g', 4, 64)
+}
+
+// withSpread formats the median of vs, and their min–max when there are
+// several and they differ.
+func withSpread(vs []float64, unit string) string {
+	m := format(median(vs), unit)
+	if len(vs) < 2 {
+		return m
+	}
+	lo, hi := format(slices.Min(vs), unit), format(slices.Max(vs), unit)
+	if lo == hi {
+		return m
+	}
+	return m + " (" + lo + "–" + hi + ")"
 }
 
 // sign puts v's sign before abs, v's magnitude as printed; none when that
@@ -394,8 +411,9 @@ func (r *Results) table(p func(string, ...any), rows []row, withRatios bool, noR
 			case m.na[c.contender] != "":
 				p(" %s |", m.na[c.contender])
 			default:
-				med[c.contender] = median(m.values(c.contender))
-				p(" %s |", format(med[c.contender], m.unit))
+				vs := m.values(c.contender)
+				med[c.contender] = median(vs)
+				p(" %s |", withSpread(vs, m.unit))
 			}
 		}
 		for _, x := range rs {
@@ -404,6 +422,87 @@ func (r *Results) table(p func(string, ...any), rows []row, withRatios bool, noR
 		p("\n")
 	}
 	p("\n")
+}
+
+// slopeGoals are the goals on the marginal costs (slopeRows) of the plot
+// regime: memory per WebApp, and CPU per WebApp against the floor's.
+func (r *Results) slopeGoals() [][3]string {
+	g, ok := r.plotRegime()
+	if !ok {
+		return nil
+	}
+	n1, n2, rows := r.slopeRows(g)
+	if len(rows) == 0 {
+		return nil
+	}
+	span := fmt.Sprintf("from N = %d to %d (%s)", n1, n2, g.Title())
+	var out [][3]string
+	for _, goal := range []struct {
+		label string
+		row   row
+		limit float64 // bytes
+	}{
+		{fmt.Sprintf("peak RSS ≤ %g KiB per WebApp more, %s", goalPeakRSSSlopeKiB, span), rows[0], goalPeakRSSSlopeKiB * 1024},
+		{fmt.Sprintf("live heap ≤ %g KiB per WebApp more, %s", goalLiveHeapSlopeKiB, span), rows[1], goalLiveHeapSlopeKiB * 1024},
+	} {
+		v := goal.row.values(contenderHandroll)
+		if len(v) == 0 {
+			out = append(out, [3]string{goal.label, "not measured", "—"})
+			continue
+		}
+		out = append(out, [3]string{goal.label, withSpread(v, unitKiB), met(median(v), goal.limit)})
+	}
+	h, f := rows[2].values(contenderHandroll), rows[2].values(contenderFloor)
+	label := fmt.Sprintf("CPU per WebApp more ≤ %g× the floor's, %s", goalCPUSlopeRatio, span)
+	if len(h) == 0 || len(f) == 0 {
+		out = append(out, [3]string{label, "not measured", "—"})
+	} else {
+		x := median(h) / median(f)
+		out = append(out, [3]string{label, fmt.Sprintf("%.2f× (%s against %s)", x, format(median(h), unitCPUPerApp), format(median(f), unitCPUPerApp)), met(x, goalCPUSlopeRatio)})
+	}
+	return out
+}
+
+// slopeRows are the marginal costs per WebApp between the two largest
+// sizes of regime g, paired by round; none with fewer than two sizes.
+func (r *Results) slopeRows(g Regime) (n1, n2 int, rows []row) {
+	var sizes []int
+	for _, c := range r.cells() {
+		if c.Regime == g {
+			sizes = append(sizes, c.N)
+		}
+	}
+	if len(sizes) < 2 {
+		return 0, 0, nil
+	}
+	slices.Sort(sizes)
+	n1, n2 = sizes[len(sizes)-2], sizes[len(sizes)-1]
+	slope := func(f func(ConvergeSample) (float64, bool)) func(string) []float64 {
+		return func(contender string) []float64 {
+			var out []float64
+			for _, b := range r.converges(Cell{N: n2, Regime: g}, contender, false) {
+				for _, a := range r.converges(Cell{N: n1, Regime: g}, contender, false) {
+					va, okA := f(a)
+					vb, okB := f(b)
+					if a.Round == b.Round && okA && okB {
+						out = append(out, (vb-va)/float64(n2-n1))
+					}
+				}
+			}
+			return out
+		}
+	}
+	rows = []row{
+		{name: "peak RSS (VmHWM) once converged, per WebApp more", unit: unitKiB,
+			values: slope(always(func(s ConvergeSample) float64 { return float64(s.ConvergedPeakRSSBytes) }))},
+		{name: "live heap once converged (gctrace), per WebApp more", unit: unitKiB,
+			values: slope(func(s ConvergeSample) (float64, bool) {
+				return float64(s.ConvergedLiveHeapBytes), s.ConvergedLiveHeapBytes > 0
+			})},
+		{name: "CPU (process start → converged), per WebApp more", unit: unitCPUPerApp,
+			values: slope(always(func(s ConvergeSample) float64 { return s.CPUSeconds }))},
+	}
+	return n1, n2, rows
 }
 
 // converges returns the per-size converge samples of contender in cell,
@@ -592,7 +691,7 @@ func (r *Results) samplesNote() string {
 	if r.Config.Rounds <= 1 {
 		return "each figure is one sample (one round)"
 	}
-	return fmt.Sprintf("each figure is the median of %d samples, one per round", r.Config.Rounds)
+	return fmt.Sprintf("each figure is the median of %d samples, one per round, with their min–max where they differ", r.Config.Rounds)
 }
 
 // Goals handroll is held to.
@@ -602,6 +701,9 @@ const (
 	goalEvents             = 1.0
 	goalUnrelatedGrowthMiB = 5.0
 	goalEditP99Seconds     = 1.0
+	goalPeakRSSSlopeKiB    = 15.0
+	goalLiveHeapSlopeKiB   = 6.0
+	goalCPUSlopeRatio      = 1.3
 	scaleSVGName           = "benchmarks-scale.svg"
 	scaleSVGAlt            = "Converge time and peak RSS against N, one line per contender"
 	percentileHigh         = 99
@@ -645,6 +747,7 @@ func (r *Results) goals() [][3]string {
 				[3]string{fmt.Sprintf("≤ %g event per new WebApp at N = %d (%s)", goalEvents, goalN, g.Title()), format(events, unitPerApp), met(events, goalEvents)})
 		}
 	}
+	out = append(out, r.slopeGoals()...)
 	// Zero goals hold for every sample, not the median.
 	worst := func(label string, values func(yield func(Cell, float64))) {
 		var (
@@ -778,6 +881,12 @@ func (r *Results) markdown() string {
 			p("## How cost grows with N\n\n")
 			p("At %s; the per-size tables below hold every figure.\n\n", g.Title())
 			p("![%s](%s)\n\n", scaleSVGAlt, scaleSVGName)
+		}
+		if n1, n2, rows := r.slopeRows(g); len(rows) > 0 {
+			p("### Per WebApp more: from N = %d to %d\n\n", n1, n2)
+			p("The marginal cost of a WebApp: for each round, (the figure at N = %d − at N = %d) / %d; the median over rounds, with the min–max. "+
+				"What the process costs at no WebApps (its binary, informers, servers) drops out.\n\n", n2, n1, n2-n1)
+			r.table(p, rows, true)
 		}
 	}
 
