@@ -403,11 +403,11 @@ func (b *bench) shardingBaseline(ctx context.Context, c contender) (_ int64, err
 }
 
 // shardRun measures replicas converging the scenario's WebApps.
-func (b *bench) shardRun(ctx context.Context, c contender, replicas int) (_ ShardRun, err error) {
+func (b *bench) shardRun(ctx context.Context, c contender, round, replicas int) (_ ShardRun, err error) {
 	n := b.o.shardingN
 	run := ShardRun{Replicas: replicas}
 	label := fmt.Sprintf("sharding, %d replica(s), %s", replicas, Cell{N: n, Regime: b.o.shardingRegime})
-	namespaces := b.shardNamespaces(fmt.Sprintf("shard-%d", replicas))
+	namespaces := b.shardNamespaces(fmt.Sprintf("shard-r%d-%d", round, replicas))
 	if err := b.cluster.createNamespaces(ctx, namespaces); err != nil {
 		return run, err
 	}
@@ -510,7 +510,7 @@ func (b *bench) shardingScenario(ctx context.Context, contenders []contender, ar
 	}
 	for round := range b.o.shardingRounds {
 		for _, replicas := range []int{1, shardingReplicas} {
-			run, err := b.shardRun(ctx, c, replicas)
+			run, err := b.shardRun(ctx, c, round+1, replicas)
 			if err != nil {
 				return fmt.Errorf("sharding, round %d, %d replica(s): %w", round+1, replicas, err)
 			}
