@@ -204,7 +204,7 @@ func (b *bench) shardNamespaces(label string) []string {
 	for i := range out {
 		out[i] = fmt.Sprintf("%s%s-team-%02d", namespacePrefix, label, i)
 		if b.o.shardingNames == shardingNamesRandom {
-			out[i] = fmt.Sprintf("%s%s-%s", namespacePrefix, label, rand.Text()[:8])
+			out[i] = fmt.Sprintf("%s%s-%s", namespacePrefix, label, strings.ToLower(rand.Text()[:8]))
 		}
 	}
 	return out

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/uuid"
 
 	"github.com/handroll/handroll/pkg/shard"
@@ -142,6 +143,11 @@ func TestShardNamespaces(t *testing.T) {
 		ns := b.shardNamespaces("shard-3")
 		if len(ns) != shardingNamespaces || len(slices.Compact(slices.Sorted(slices.Values(ns)))) != len(ns) {
 			t.Errorf("%s: %v", names, ns)
+		}
+		for _, n := range ns {
+			if errs := validation.IsDNS1123Label(n); len(errs) > 0 {
+				t.Errorf("%s: namespace %q: %v", names, n, errs)
+			}
 		}
 		if names == shardingNamesNumbered && ns[29] != namespacePrefix+"shard-3-team-29" {
 			t.Errorf("numbered: the last is %q", ns[29])
