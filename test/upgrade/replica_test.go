@@ -19,7 +19,9 @@ import (
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	"github.com/handroll/handroll/pkg/controller/webapp"
 	"github.com/handroll/handroll/pkg/generated/clientset/versioned"
+	"github.com/handroll/handroll/test/controlplane"
 	"github.com/handroll/handroll/test/operator"
+	"github.com/handroll/handroll/test/release"
 )
 
 // replica is one operator process, as one pod of the Deployment: its own
@@ -91,8 +93,15 @@ func (r *replica) waitReconciled(ctx context.Context, t *testing.T, keys []strin
 }
 
 // sideBySide returns the reconciles of replicas that overlapped in time:
-// two leaders of one WebApp at once.
+// two leaders at once.
 func sideBySide(t *testing.T, replicas ...*replica) []string {
+	t.Helper()
+	return operator.Overlapping(reconciles(t, replicas...))
+}
+
+// reconciles are the replicas' reconciles, from their journals; one cut
+// short runs until its process exited (or now, if it still runs).
+func reconciles(t *testing.T, replicas ...*replica) []operator.ReconcileInterval {
 	t.Helper()
 	var intervals []operator.ReconcileInterval
 	for _, r := range replicas {
@@ -106,7 +115,22 @@ func sideBySide(t *testing.T, replicas ...*replica) []string {
 		}
 		intervals = append(intervals, operator.ReconcileIntervals(entries, exited)...)
 	}
-	return operator.Overlapping(intervals)
+	return intervals
+}
+
+// buildReleases builds the previous release and this tree, and returns
+// their binaries.
+func buildReleases(t *testing.T) (previousBin, currentBin string) {
+	t.Helper()
+	root, err := controlplane.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bins := t.TempDir()
+	previousBin, currentBin = filepath.Join(bins, "handroll-previous"), filepath.Join(bins, "handroll-current")
+	release.Build(t, previous.Dir, previousBin)
+	release.Build(t, root, currentBin)
+	return previousBin, currentBin
 }
 
 // waitConverged waits until each named WebApp in ns has observed its spec,

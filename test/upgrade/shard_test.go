@@ -3,7 +3,6 @@ package upgrade
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -23,7 +22,6 @@ import (
 	"github.com/handroll/handroll/pkg/shard"
 	"github.com/handroll/handroll/test/controlplane"
 	"github.com/handroll/handroll/test/operator"
-	"github.com/handroll/handroll/test/release"
 )
 
 // TestShardedUpgradeRollsNoPods upgrades sharded replicas of the previous
@@ -45,10 +43,7 @@ func TestShardedUpgradeRollsNoPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bins := t.TempDir()
-	oldBin, newBin := filepath.Join(bins, "handroll-previous"), filepath.Join(bins, "handroll-current")
-	release.Build(t, previous.Dir, oldBin)
-	release.Build(t, root, newBin)
+	oldBin, newBin := buildReleases(t)
 
 	kube, hc := env.KubeClient(t), env.HandrollClient(t)
 	dyn := dynamic.NewForConfigOrDie(env.Config)
@@ -180,19 +175,9 @@ func TestShardedUpgradeRollsNoPods(t *testing.T) {
 func oneWebAppAtOnce(t *testing.T, namespaces []string, replicas []*replica) []string {
 	t.Helper()
 	byKey := map[string][]operator.ReconcileInterval{}
-	for _, r := range replicas {
-		entries, err := operator.ReadJournal(r.journal)
-		if err != nil {
-			t.Fatalf("reading %s: %v", r.journal, err)
-		}
-		exited, ok := r.op.ExitedAt()
-		if !ok {
-			exited = time.Now()
-		}
-		for _, iv := range operator.ReconcileIntervals(entries, exited) {
-			if ns, _, _ := strings.Cut(iv.Key, "/"); slices.Contains(namespaces, ns) {
-				byKey[iv.Key] = append(byKey[iv.Key], iv)
-			}
+	for _, iv := range reconciles(t, replicas...) {
+		if ns, _, _ := strings.Cut(iv.Key, "/"); slices.Contains(namespaces, ns) {
+			byKey[iv.Key] = append(byKey[iv.Key], iv)
 		}
 	}
 	var out []string

@@ -3,7 +3,6 @@ package upgrade
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -61,10 +60,7 @@ func TestUpgradeRollsNoPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bins := t.TempDir()
-	oldBin, newBin := filepath.Join(bins, "handroll-previous"), filepath.Join(bins, "handroll-current")
-	release.Build(t, previous.Dir, oldBin)
-	release.Build(t, root, newBin)
+	oldBin, newBin := buildReleases(t)
 	built := time.Since(began)
 	// Whether this release may change existing WebApps' children.
 	why, err := rollsPods(root)
