@@ -302,6 +302,13 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 			"--manage-all-nodes=false",
 			"--manage-nodes-with-annotation-selector=" + kwokNodeAnnotation + "=fake",
 			"--server-address=",
+			// The node stages are kwok's heartbeat-with-lease: a node's
+			// status is written only every 10 to 20 minutes, and its
+			// Lease is what says it is alive. Without Leases (kwok's
+			// default, 0) every node turned NotReady once the
+			// controller-manager's grace period ran out, and the pods it
+			// then marked not ready were never made ready again.
+			"--node-lease-duration-seconds=40",
 		}
 		for _, stage := range bins.stages {
 			args = append(args, "--config="+stage)

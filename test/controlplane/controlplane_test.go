@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // These tests start and stop whole control planes; they are the harness's
@@ -215,5 +217,29 @@ func waitReady(t *testing.T, cp *ControlPlane) {
 			t.Fatalf("the API server is not ready a minute after the restart: %v", err)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestFakeNodesRenewTheirLeases: kwok renews each fake node's Lease, as a
+// kubelet does. Its node stages write a node's status only every 10 to 20
+// minutes, so without the Leases every node went NotReady once the
+// controller-manager's grace period ran out, and the pods it then marked
+// not ready stayed so.
+func TestFakeNodesRenewTheirLeases(t *testing.T) {
+	cp := startForTest(t, Options{Nodes: 1})
+	defer func() { _ = cp.Stop() }()
+	kube := cp.KubeClient(t)
+	ctx := context.Background()
+	renewals := map[string]bool{}
+	deadline := time.Now().Add(90 * time.Second)
+	for len(renewals) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the fake node's Lease was renewed %d time(s) in 90 s, want 2", len(renewals))
+		}
+		lease, err := kube.CoordinationV1().Leases("kube-node-lease").Get(ctx, "kwok-node-0", metav1.GetOptions{})
+		if err == nil && lease.Spec.RenewTime != nil {
+			renewals[lease.Spec.RenewTime.UTC().Format(time.RFC3339Nano)] = true
+		}
+		time.Sleep(time.Second)
 	}
 }
