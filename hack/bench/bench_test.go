@@ -267,10 +267,10 @@ func TestParseFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !cmp.Equal(o.sizes, []int{300, 1000, 3000}) || o.rounds != 1 || o.unrelated != 2000 || o.backlogN != 3000 || o.failoverN != 300 || o.edits != 50 {
+	if !cmp.Equal(o.sizes, []int{300, 1000, 3000}) || o.rounds != 3 || o.unrelated != 400 || o.backlogN != 300 || o.failoverN != 300 || o.edits != 50 || o.idle != 20*time.Second || o.coldWindow != 8*time.Second {
 		t.Errorf("defaults: sizes %v, rounds %d, unrelated %d, backlog %d, failover %d, edits %d", o.sizes, o.rounds, o.unrelated, o.backlogN, o.failoverN, o.edits)
 	}
-	if !cmp.Equal(o.contenders, []string{"handroll", "twin", "twin-tuned", "floor"}) || o.explicitContenders {
+	if !cmp.Equal(o.contenders, []string{"handroll", "twin", "floor"}) || o.explicitContenders {
 		t.Errorf("default contenders %v, explicit %v", o.contenders, o.explicitContenders)
 	}
 
@@ -311,8 +311,9 @@ func TestParseFlags(t *testing.T) {
 	}
 }
 
-// The default plan: today's table at QPS 20, every size at QPS 200, the
-// scenarios at QPS 200, and all of it within the hour on 2 cores.
+// The default plan: every size at QPS 200, 3 rounds, the scenarios at QPS
+// 200, and all of it within 90 minutes on 2 cores with the cluster's
+// controllers running.
 func TestDefaultPlan(t *testing.T) {
 	o, _, err := parseFlags(nil, io.Discard)
 	if err != nil {
@@ -321,10 +322,10 @@ func TestDefaultPlan(t *testing.T) {
 	p := o.plan()
 	slow, fast := Regime{20, 30}, Regime{200, 300}
 	want := Plan{
-		Cells:     []Cell{{300, slow}, {300, fast}, {1000, fast}, {3000, fast}},
-		IdleCells: []Cell{{300, slow}, {3000, fast}},
+		Cells:     []Cell{{300, fast}, {1000, fast}, {3000, fast}},
+		IdleCells: []Cell{{3000, fast}},
 		Unrelated: &Cell{300, fast},
-		Backlog:   []Cell{{3000, fast}},
+		Backlog:   []Cell{{300, fast}},
 		Failover:  &Cell{300, fast},
 	}
 	if diff := cmp.Diff(want, p); diff != "" {
@@ -338,12 +339,12 @@ func TestDefaultPlan(t *testing.T) {
 			t.Errorf("phase %q has no estimate", ph.Name)
 		}
 	}
-	wantKinds := []string{phaseBuild, phaseSetup, phaseUnrelated, phaseCell, phaseCell, phaseCell, phaseCell, phaseBacklog, phaseFailover}
+	wantKinds := []string{phaseBuild, phaseSetup, phaseUnrelated, phaseCell, phaseCell, phaseCell, phaseBacklog, phaseFailover}
 	if !cmp.Equal(kinds, wantKinds) {
 		t.Errorf("phases %v, want %v", kinds, wantKinds)
 	}
-	if est := totalEstimate(phases); est > time.Hour || est < 20*time.Minute {
-		t.Errorf("the default plan is estimated at %s: the budget is an hour", est)
+	if est := totalEstimate(phases); est > 90*time.Minute || est < 30*time.Minute {
+		t.Errorf("the default plan is estimated at %s: the budget is 90 minutes", est)
 	}
 
 	// '@' overrides the rule; without operators there is no failover phase.

@@ -204,6 +204,11 @@ const (
 	estBuild         = 45 * time.Second
 	estSetup         = 15 * time.Second
 	estFailoverTrial = 6 * time.Second
+	// estControllersFactor is how much longer every measurement takes with
+	// the cluster's controllers (-controllers): each WebApp also costs a
+	// ReplicaSet and a pod, scheduled, started by kwok and reported ready,
+	// and deleted again in the wipe, by processes on the same cores.
+	estControllersFactor = 1.5
 )
 
 func perSecond(n float64, rate float64) time.Duration {
@@ -238,7 +243,7 @@ func (o *options) phases(p Plan, contenders []string) []Phase {
 	if c := p.Unrelated; c != nil {
 		objects := float64(3 * o.unrelated)
 		est := 2 * perSecond(objects, estUnrelatedRate)
-		for _, name := range contenders {
+		for _, name := range operators {
 			est += times(rounds, estConverge(name, *c)+estMeasurement(c.N))
 		}
 		out = append(out, Phase{Kind: phaseUnrelated, Cell: c, EstimatedSeconds: est.Seconds(),
@@ -286,6 +291,13 @@ func (o *options) phases(p Plan, contenders []string) []Phase {
 		est += times(rounds*2*variants, estFailoverTrial)
 		out = append(out, Phase{Kind: phaseFailover, Cell: c, EstimatedSeconds: est.Seconds(),
 			Name: fmt.Sprintf("failover: %s, %d variants × SIGKILL, SIGTERM", c, variants)})
+	}
+	if o.controllers {
+		for i := range out {
+			if out[i].Kind != phaseBuild && out[i].Kind != phaseSetup {
+				out[i].EstimatedSeconds *= estControllersFactor
+			}
+		}
 	}
 	return out
 }

@@ -1167,6 +1167,12 @@ func methodology(r *Results) []string {
 			"twin-tuned, the same binary with `--tuned`, which turns on every controller-runtime option matching handroll's design " +
 			"(metadata-only ConfigMap watch, `ByObject` label selectors, `DefaultTransform`, `EnableWarmup`; `hack/compare/README.md`); " +
 			"and the floor (`hack/bench/floor`), which lists the WebApps once and server-side-applies each one's children and status, nothing more.",
+		"**What the floor does and does not do.** It is charged for what convergence cannot do without: one list of the WebApps, " +
+			"each one's children built by handroll's own functions and server-side-applied once, and one status write per WebApp, " +
+			"through the same QPS, burst and workers, its clock started at the first create like every contender's. " +
+			"It does not watch anything: no informers, so no cache memory, no decoding of the children's events, no drift repaired, " +
+			"no Ready (its status is written once, before any pod runs); and it has no retries, events, directory, leader election or webhooks. " +
+			"It is the least work that leaves every WebApp applied, not an operator: what separates an operator from it is the cost of noticing change and staying correct.",
 		"Each contender is built once (`go build`) and runs as its own process with an admin kubeconfig, " +
 			"`--webhook-port=0`, and metrics and health on free loopback ports. Every measurement uses fresh namespaces, " +
 			"and the WebApps and children in them (finalizers dropped first) and every directory ConfigMap (those labelled " +
@@ -1174,7 +1180,8 @@ func methodology(r *Results) []string {
 			"contender starts from the same empty cluster; events are left to the API server's TTL, as no contender watches them. Contenders alternate within each size; the order rotates by size and by round. " +
 			"Before the first measurement the floor converges a few WebApps, unmeasured, so that nobody pays for the API server's first " +
 			"writes of each kind (the CRD's validation rules compiled, server-side apply set up).",
-		"**Plan**: the full cross product of sizes and regimes does not fit in an hour on 2 cores (3000 WebApps × about 10 requests at " +
+		"**Plan**: the default is QPS 200 alone, at every size, 3 rounds, with handroll, the twin and the floor: with the cluster's controllers, " +
+			"more does not fit in 90 minutes on 2 cores. Of several regimes (`-regimes`), the full cross product of sizes and regimes does not fit either (3000 WebApps × about 10 requests at " +
 			"QPS 20 is 25 minutes for one contender), so a regime runs every size only if it has the highest QPS, where the API server " +
 			"and the CPU set the pace; any other regime runs at the smallest size (`-regimes QPS/BURST@N+N` overrides this). " +
 			"The scenarios run in the highest-QPS regime. This run: " + r.planSummary() + ". The bench prints the plan and " +

@@ -8,10 +8,11 @@ import (
 	"time"
 )
 
-// unrelatedScenario creates the unrelated objects, has every contender
+// unrelatedScenario creates the unrelated objects, has every operator
 // converge cell's WebApps with them present, and deletes them, so that the
 // other measurements run without them. The same cell's per-size converge
-// is the comparison without them.
+// is the comparison without them. The floor is left out: it watches
+// nothing, so unrelated objects cannot change its work.
 func (b *bench) unrelatedScenario(ctx context.Context, contenders []contender, cell Cell) (err error) {
 	m := b.o.unrelated
 	namespaces := unrelatedNamespaceNames(m)
@@ -36,6 +37,9 @@ func (b *bench) unrelatedScenario(ctx context.Context, contenders []contender, c
 	b.logf("unrelated objects: created in %s", elapsed(time.Since(began)))
 	for round := 1; round <= b.o.rounds; round++ {
 		for _, c := range rotate(contenders, round-1) {
+			if c.name == contenderFloor {
+				continue
+			}
 			s, _, err := b.converge(ctx, c, convergeRun{cell: cell, round: round, label: fmt.Sprintf("u-r%d-%s", round, c.name), unrelated: m})
 			if err != nil {
 				return fmt.Errorf("%s, round %d: %w", c.name, round, err)

@@ -87,6 +87,8 @@ type ShardingResults struct {
 	Regime              Regime
 	Workers             int
 	BaselinePeakRSSByte int64
+	// Controllers says the cluster's controllers ran (-controllers).
+	Controllers bool `json:",omitempty"`
 	// Runs are the measurements in order: one replica, then
 	// shardingReplicas, for each round.
 	Runs  []ShardRun
@@ -502,7 +504,7 @@ func (b *bench) shardingScenario(ctx context.Context, contenders []contender, ar
 	}
 	res := &ShardingResults{
 		Machine: describeMachine(), Command: commandLine(args), Started: b.res.Started,
-		N: b.o.shardingN, Regime: b.o.shardingRegime, Workers: b.o.workers,
+		N: b.o.shardingN, Regime: b.o.shardingRegime, Workers: b.o.workers, Controllers: b.o.controllers,
 	}
 	var err error
 	if res.BaselinePeakRSSByte, err = b.shardingBaseline(ctx, c); err != nil {
@@ -521,6 +523,9 @@ func (b *bench) shardingScenario(ctx context.Context, contenders []contender, ar
 		"when it hashed namespaces, names numbered at the end put every WebApp of 30 namespaces in one range of 12.", b.o.shardingNames))
 	res.Duration = time.Since(b.began).Round(time.Second).String()
 	path := filepath.Join(b.o.out, shardingPageName)
+	if err := os.MkdirAll(b.o.out, 0o755); err != nil {
+		return err
+	}
 	if err := os.WriteFile(path, []byte(res.markdown()), 0o644); err != nil {
 		return err
 	}
@@ -544,6 +549,9 @@ func (r *ShardingResults) markdown() string {
 		strconv.FormatFloat(r.Regime.QPS, 'g', -1, 64), r.Regime.Burst, r.Workers)
 	p("Leases %s / %s / %s. %d WebApps, created once the replicas are ready and balanced,", shardLeaseDuration, shardRenewDeadline, shardRetryPeriod, r.N)
 	p("spread evenly over %d namespaces (named as the note at the end says): which range each WebApp falls in is the draw of its uid's hash.", shardingNamespaces)
+	if r.Controllers {
+		p("The cluster's controllers run (kube-controller-manager, kube-scheduler, kwok with fake nodes): each WebApp's pod is created, scheduled and reported ready, as in `benchmarks.md`.")
+	}
 	p("")
 	if r.Regime.QPS < estServerRate {
 		p("Why QPS %s: the scenario measures what a split of the client budget buys. Three replicas at", strconv.FormatFloat(r.Regime.QPS, 'g', -1, 64))
