@@ -14,7 +14,7 @@
 #   HANDROLL  the handroll binary undeploy runs `uninstall` with (default:
 #             bin/handroll, which make builds)
 #   UNDEPLOY_WEBAPP_TIMEOUT  seconds undeploy waits for the WebApps to go
-#             while the operator runs (default 120; 30 when none runs)
+#             (default 120, whether or not the operator runs)
 #   UNDEPLOY_FORCE_FINALIZERS=true  undeploy also removes other
 #             controllers' finalizers from the WebApps, skipping their
 #             clean-up
@@ -119,8 +119,10 @@ case $cmd in
       exit 1
     fi
     if "$KUBECTL" get crd webapps.handroll.dev >/dev/null 2>&1; then
-      running=$("$KUBECTL" -n "$namespace" get deployment handroll -o jsonpath='{.status.availableReplicas}' 2>/dev/null || true)
-      wait_s=$([[ ${running:-0} -gt 0 ]] && echo "${UNDEPLOY_WEBAPP_TIMEOUT:-120}" || echo 30)
+      # As long with no operator running: the wait is mostly the garbage
+      # collector's, which learns a kind made since its last discovery only
+      # at its next resync (30 s) and a list, and until then takes no child.
+      wait_s=${UNDEPLOY_WEBAPP_TIMEOUT:-120}
       force=()
       if [[ ${UNDEPLOY_FORCE_FINALIZERS:-false} == true ]]; then
         force=(--force-finalizers)

@@ -148,7 +148,7 @@ func deleteAllWebApps(ctx context.Context, hc versioned.Interface, force bool, t
 			case err == nil:
 				left, lastErr = now, nil
 				return len(left) == 0, nil
-			case ctx.Err() == nil:
+			case !cutShort(ctx):
 				// Retried until the timeout; left is the last pass that read.
 				// A pass cut short by the timeout itself says nothing new.
 				lastErr = err
@@ -167,6 +167,14 @@ func deleteAllWebApps(ctx context.Context, hc versioned.Interface, force bool, t
 	}
 	fmt.Fprintln(out, "uninstall: every WebApp is gone")
 	return nil
+}
+
+// cutShort reports whether ctx's deadline has come, even before ctx says
+// so: client-go's rate limiter refuses a request that would end past the
+// deadline with an error of its own, not context.DeadlineExceeded.
+func cutShort(ctx context.Context) bool {
+	deadline, ok := ctx.Deadline()
+	return ctx.Err() != nil || ok && !time.Now().Before(deadline)
 }
 
 // webAppSweeper deletes every WebApp, one pass at a time.
