@@ -375,6 +375,9 @@ func drainTimeout(shutdown time.Duration) time.Duration {
 // as a Manager's controllers share its cache, and returns once all have
 // stopped, with their errors. One that stops on its own or fails stops the
 // others: the process then exits, as the Manager does when a runnable fails.
+// A reconcile that outlived its controller's drain keeps the Lease held
+// (leader.ErrWorkStillRunning): it may still write, so no standby may lead
+// before the process has exited.
 func runControllers(ctx context.Context, controllers ...func(context.Context) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -387,7 +390,11 @@ func runControllers(ctx context.Context, controllers ...func(context.Context) er
 		})
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	err := errors.Join(errs...)
+	if errors.Is(err, controller.ErrStillRunning) {
+		return fmt.Errorf("%w: %w", leader.ErrWorkStillRunning, err)
+	}
+	return err
 }
 
 // stopper is step 12: it stops what start started, in reverse, within
@@ -411,7 +418,8 @@ type stopper struct {
 //
 // A lost Lease ends it at once, in whatever phase: another replica may
 // lead already, and this one must neither write (an Event, a status) nor
-// wait for anything. The Lease can only be lost until Run returns; the
+// wait for anything. So does a reconcile still running after the drain:
+// its Lease is kept, and expires a lease duration after its last renewal. The Lease can only be lost until Run returns; the
 // later phases hold nothing another replica could take over.
 func (s stopper) stop(runErr error) error {
 	klog.InfoS("Stopping", "timeout", s.timeout)
@@ -428,6 +436,11 @@ func (s stopper) stop(runErr error) error {
 		case err := <-s.election:
 			if errors.Is(err, leader.ErrLeaseLost) {
 				return errors.Join(runErr, fmt.Errorf("step 11, leader election: %w", err))
+			}
+			if errors.Is(err, leader.ErrWorkStillRunning) {
+				// The Lease is kept, unrenewed: the process must be gone
+				// before it expires, so nothing else is waited for.
+				return errors.Join(runErr, fmt.Errorf("step 11, the controllers: %w", err))
 			}
 			if err != nil {
 				runErr = errors.Join(runErr, fmt.Errorf("step 11, the controllers: %w", err))

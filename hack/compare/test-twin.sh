@@ -3,8 +3,10 @@
 # builds hack/compare/bin/handroll-twin, then runs test/webapp and test/e2e
 # with HANDROLL_OPERATOR_BINARY pointing at it, so that test/operator starts
 # the twin wherever it would start bin/handroll. Then the scenarios that the
-# options of --tuned change run again against the twin with --tuned. Last,
-# hack/compare/pitfalls shows controller-runtime's side of docs/pitfalls.md.
+# options of --tuned change run again against the twin with --tuned. Then
+# test/examples runs the stop example (hack/compare/examples/stop) beside
+# handroll's (examples/stop). Last, hack/compare/pitfalls shows
+# controller-runtime's side of docs/pitfalls.md.
 #
 # Usage (from anywhere): hack/compare/test-twin.sh [extra go test flags]
 #
@@ -94,6 +96,9 @@ HANDROLL_OPERATOR_BINARY="$twin" KUBEBUILDER_ASSETS="$assets" \
 echo "--- the same operator with --tuned"
 HANDROLL_OPERATOR_BINARY="$tuned" KUBEBUILDER_ASSETS="$assets" \
   go test ./test/webapp/ -run "$tuned_run" -count=1 "$@" || status=$?
+echo "--- the stop when the grace period runs out: the Manager's, then handroll's"
+KUBEBUILDER_ASSETS="$assets" \
+  go test ./test/examples/ -run '^TestStop' -count=1 "$@" || status=$?
 echo "--- controller-runtime's side of docs/pitfalls.md"
 KUBEBUILDER_ASSETS="$assets" \
   go -C hack/compare test -race -count=1 ./pitfalls/... "$@" || status=$?

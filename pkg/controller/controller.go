@@ -236,6 +236,13 @@ func (c *Controller) Watch(informer cache.SharedInformer, h Handler, preds ...Pr
 	return nil
 }
 
+// ErrStillRunning is wrapped by Start's error when reconciles were still
+// running after Options.ShutdownTimeout and did not return once their
+// context was cancelled. One that ignores its context may still write:
+// whoever holds a Lease for this controller must keep it, not release it,
+// and exit (leader.ErrWorkStillRunning).
+var ErrStillRunning = errors.New("reconciles still running after the shutdown timeout")
+
 // Start runs the controller and blocks until ctx is done:
 //
 //  1. create the workqueue and connect every Watch to it;
@@ -349,9 +356,20 @@ func (c *Controller) Start(ctx context.Context, synced ...cache.InformerSynced) 
 		return nil
 	case <-timer.C:
 		cancelWork()
-		return fmt.Errorf("controller %q: reconciles still running after the shutdown timeout of %s", c.name, c.shutdownTimeout)
+	}
+	// A reconcile that honours its context returns at once now, and its
+	// writes are over; one that does not may write later.
+	select {
+	case <-finished:
+		return fmt.Errorf("controller %q: reconciles cancelled at the shutdown timeout of %s", c.name, c.shutdownTimeout)
+	case <-time.After(cancelWait):
+		return fmt.Errorf("controller %q: %w of %s, %s after their context was cancelled", c.name, ErrStillRunning, c.shutdownTimeout, cancelWait)
 	}
 }
+
+// cancelWait is how long Start waits, after the shutdown timeout, for the
+// reconciles whose context it cancelled to return.
+const cancelWait = time.Second
 
 // queueStopped zeroes the stopped queue's gauges in whichever provider it
 // reported to (workqueueMetrics.stopped says why).

@@ -688,10 +688,38 @@ func TestShutdownTimeoutCancelsAndReturnsError(t *testing.T) {
 		t.Errorf("stuck reconcile's context error = %v, want context.Canceled", got)
 	}
 	receive(t, r.calls, "the stuck reconcile to return")
+	if errors.Is(err, ErrStillRunning) {
+		t.Errorf("Start returned %v: the reconcile returned once cancelled, so nothing is still running", err)
+	}
 	// Cancellation at the shutdown bound is not a reconcile timeout.
 	if v := metricValue(t, h.reg, "controller_runtime_reconcile_timeouts_total", map[string]string{"controller": h.c.Name()}); v != 0 {
 		t.Errorf("reconcile_timeouts_total = %v, want 0", v)
 	}
+}
+
+// TestReconcileIgnoringItsContextIsStillRunning: a reconcile that goes on
+// after its context is cancelled at the shutdown timeout is reported as
+// still running, so that the Lease its writes depend on is kept.
+func TestReconcileIgnoringItsContextIsStillRunning(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan struct{})
+	r := newRecorder(func(ctx context.Context, _ Request, _ int) (Result, error) {
+		close(started)
+		<-release // deaf to ctx
+		return Result{}, nil
+	})
+	h := newHarness(t, Options{ShutdownTimeout: 100 * time.Millisecond, ReconciliationTimeout: time.Hour}, r)
+	h.enqueue(reqA)
+	h.start(t)
+	<-started
+	// Start returns while the reconcile still runs: it is released only
+	// after.
+	err := h.stop(t)
+	if !errors.Is(err, ErrStillRunning) {
+		t.Errorf("Start returned %v, want ErrStillRunning", err)
+	}
+	close(release)
+	receive(t, r.calls, "the deaf reconcile to return")
 }
 
 func TestWatchArgumentsAndTiming(t *testing.T) {

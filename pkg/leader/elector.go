@@ -35,6 +35,14 @@ var ErrLeaseLost = errors.New("leader election lost")
 // Run joins it with the callback's error, if any.
 var ErrCallbackReturned = errors.New("leader election: the leader's work returned while still leading")
 
+// ErrWorkStillRunning, wrapped in the error onStartedLeading returns, says
+// that some of the work it started is still running (a reconcile that
+// outlived its drain timeout). Run then stops renewing but keeps the Lease,
+// so that no standby leads until it expires, a lease duration after the
+// last renewal; the caller must exit before that. controller-runtime
+// releases the Lease in that case too (docs/manager.md).
+var ErrWorkStillRunning = errors.New("leader election: the leader's work is still running")
+
 // The Lease client's own limits. A Lease costs at most two requests (get,
 // update) per retry period, far below this; what matters is that the bucket
 // is not the one the controllers and informers drain.
@@ -165,7 +173,9 @@ func (e *Elector) HealthCheck() server.Check {
 //   - after ctx ends, the error onStartedLeading returned (nil if it did not
 //     run): it has returned, and the Lease was released if
 //     Options.ReleaseOnCancel (a failed release is logged; the standby then
-//     waits out the lease duration);
+//     waits out the lease duration), unless that error wraps
+//     ErrWorkStillRunning: then the Lease is kept until it expires, and
+//     the caller must exit at once;
 //   - ErrLeaseLost (wrapped) as soon as the leader fails to renew, even
 //     while onStartedLeading is still running. Nothing can fence the
 //     controllers' in-flight writes, so the caller must exit non-zero
@@ -173,7 +183,7 @@ func (e *Elector) HealthCheck() server.Check {
 //     over one lease duration after the last renewal;
 //   - ErrCallbackReturned, joined with onStartedLeading's error, when it
 //     returned while ctx was live and the Lease held (the Lease is released
-//     first).
+//     first, or kept as above).
 //
 // With leader election disabled, Run closes Elected and calls
 // onStartedLeading(ctx) at once, then returns as above.
@@ -275,8 +285,8 @@ func (e *Elector) Run(ctx context.Context, onStartedLeading func(ctx context.Con
 			if work.leadershipEnded {
 				return lost()
 			}
-			logger.Error(work.err, "The leader's work returned while still leading; releasing the lease")
-			e.stop(logger, stopElector, electorDone)
+			logger.Error(work.err, "The leader's work returned while still leading")
+			e.stop(logger, stopElector, electorDone, work.err)
 			return errors.Join(ErrCallbackReturned, work.err)
 		}
 		// ctx ended and the work has already stopped: a graceful stop.
@@ -296,7 +306,7 @@ func (e *Elector) Run(ctx context.Context, onStartedLeading func(ctx context.Con
 			}
 		}
 	}
-	e.stop(logger, stopElector, electorDone)
+	e.stop(logger, stopElector, electorDone, workErr)
 	return workErr
 }
 
@@ -306,9 +316,9 @@ type workResult struct {
 	leadershipEnded bool
 }
 
-// stop ends the elector and, with ReleaseOnCancel, releases the Lease. The
-// work has stopped by then.
-func (e *Elector) stop(logger klog.Logger, stopElector context.CancelFunc, electorDone <-chan struct{}) {
+// stop ends the elector and, with ReleaseOnCancel, releases the Lease,
+// unless workErr says that some of the work is still running.
+func (e *Elector) stop(logger klog.Logger, stopElector context.CancelFunc, electorDone <-chan struct{}, workErr error) {
 	stopElector()
 	<-electorDone
 	// The elector no longer renews: a stopped process is not an unhealthy
@@ -316,6 +326,10 @@ func (e *Elector) stop(logger klog.Logger, stopElector context.CancelFunc, elect
 	e.health.SetLeaderElection(nil)
 	leaderGauge.WithLabelValues(e.opts.LeaseName).Set(0)
 	if !e.opts.ReleaseOnCancel {
+		return
+	}
+	if errors.Is(workErr, ErrWorkStillRunning) {
+		logger.Error(workErr, "Keeping the lease: the leader's work has not stopped; a standby takes over when it expires")
 		return
 	}
 	released, err := e.release()

@@ -119,6 +119,10 @@ func (c *Coordinator) Run(ctx context.Context) error {
 			switch {
 			case errors.Is(res.err, leader.ErrLeaseLost):
 				return res.err // no draining: another replica may hold it already
+			case errors.Is(res.err, leader.ErrWorkStillRunning):
+				// Its Lease is kept, but expires: the process must be gone
+				// by then, so no draining of the others either.
+				return fmt.Errorf("range %v: %w", res.r, res.err)
 			case !res.cancelled:
 				stopAll()
 				return fmt.Errorf("range %v: %w", res.r, res.err)

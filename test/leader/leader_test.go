@@ -3,6 +3,7 @@ package leader
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -227,6 +228,44 @@ func TestCallbackReturningReleasesTheLease(t *testing.T) {
 	}
 	if got := holder(getLease(t, ns, lease)); got != "" {
 		t.Errorf("Lease holderIdentity = %q, want empty (released)", got)
+	}
+}
+
+// A graceful stop whose work is still running (a reconcile deaf to its
+// cancelled context) keeps the Lease, held and unrenewed, so that no
+// standby leads before it expires; work that stopped releases it.
+func TestWorkStillRunningKeepsTheLease(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	for _, c := range []struct {
+		lease   string
+		workErr error
+		kept    bool
+	}{
+		{"work-still-running", fmt.Errorf("%w: a reconcile", leader.ErrWorkStillRunning), true},
+		{"work-stopped", errors.New("a reconcile was cancelled"), false},
+	} {
+		opts := testOptions(ns, c.lease)
+		e, err := leader.New(env.Config, opts, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		err = e.Run(ctx, func(leading context.Context) error {
+			cancel() // the stop begins as soon as it leads
+			<-leading.Done()
+			return c.workErr
+		})
+		if !errors.Is(err, c.workErr) {
+			t.Errorf("%s: Run = %v, want the work's error", c.lease, err)
+		}
+		want := ""
+		if c.kept {
+			want = e.Identity()
+		}
+		if got := holder(getLease(t, ns, c.lease)); got != want {
+			t.Errorf("%s: Lease holderIdentity = %q after Run returned, want %q", c.lease, got, want)
+		}
 	}
 }
 
