@@ -9,23 +9,19 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
-	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	handrollcache "github.com/handroll/handroll/pkg/cache"
 	"github.com/handroll/handroll/pkg/controller"
 	"github.com/handroll/handroll/pkg/controller/webapp"
-	clientset "github.com/handroll/handroll/pkg/generated/clientset/versioned"
 	"github.com/handroll/handroll/pkg/leader"
 	"github.com/handroll/handroll/pkg/server"
 	"github.com/handroll/handroll/pkg/shard"
@@ -69,178 +65,103 @@ func validateLeaseNames(o options) error {
 	return nil
 }
 
-// shardedDeps is what steps 3 to 7 built, for the sharded steps 8 to 12.
-type shardedDeps struct {
-	cfg         *rest.Config
-	kube        kubernetes.Interface
-	handroll    clientset.Interface
-	metadata    metadata.Interface
-	recorder    events.EventRecorder
-	broadcaster events.EventBroadcaster
-	eventSink   *flushingSink
-	registry    prometheus.Registerer
-	health      *server.Health
-	srvs        *servers
-	identity    string
-}
-
-// startSharded is steps 8 to 12 with --shards: instead of one leader
-// running one controller over every WebApp, a shard.Coordinator runs this
-// replica's share of the ranges, each on its own Lease, with caches of that
-// range's WebApps and their children alone and controllers of its own: the
-// WebApps', and the directory's for the range's entries.
-func startSharded(ctx context.Context, o options, d shardedDeps) error {
+// startSharded is steps 8 to 12 with --shards: instead of one scope over
+// every WebApp, a shard.Coordinator runs this replica's share of the
+// ranges, each a scope under its own Lease, with caches of that range's
+// WebApps and their children alone where the API server can narrow them.
+func startSharded(ctx context.Context, p *process) error {
 	// Step 8 — cache: what the replica caches for all its ranges. The API
 	// server narrows each range's own caches when it applies the
 	// shardSelector; otherwise every replica caches every range once, and
 	// each range's controller keeps to its range on the client (step 9):
 	// the server's filtering saves memory, never decides correctness.
-	rc, err := newReplicaCaches(ctx, o, d)
+	rc, err := newReplicaCaches(ctx, p)
 	if err != nil {
 		return err
 	}
 	defer rc.stop()
-	ranges, err := shard.Ranges(o.shards)
+	ranges, err := shard.Ranges(p.o.shards)
 	if err != nil {
 		return fmt.Errorf("step 8, cache: %w", err)
 	}
 	held := &heldCaches{byRange: map[int]syncer{}}
-	d.health.AddReadinessCheck(server.Check{Name: "informer-sync", Check: func(*http.Request) error {
-		if unsynced := rc.caches.Unsynced(); len(unsynced) > 0 {
-			return fmt.Errorf("not synced: %s", strings.Join(unsynced, ", "))
-		}
-		return held.ready()
-	}})
-	d.health.AddReadinessReport(server.Check{Name: "range-informer-sync", Check: func(*http.Request) error {
-		if unsynced := held.unsynced(); len(unsynced) > 0 {
-			return fmt.Errorf("not synced: %s", strings.Join(unsynced, ", "))
-		}
-		return nil
-	}})
+	held.addChecks(p.health, rc.caches)
 
-	// Step 9 — controllers, one per range held, each named after its range
-	// in its metrics, logs and journal lines.
-	controller.RegisterWorkqueueMetrics(d.registry)
-	runner := &rangeRunner{o: o, d: d, replica: rc, held: held, drain: drainTimeout(o.shutdownTimeout)}
-	if o.reconcileJournal != "" {
-		j, err := controller.OpenJournal(o.reconcileJournal, d.identity, o.reconcileJournalMaxMiB<<20)
-		if err != nil {
-			return fmt.Errorf("step 9, controllers: %w", err)
-		}
-		defer j.Close()
-		runner.journal = j
+	// Step 9 — controllers, one scope per range held (rangeRunner.run).
+	controller.RegisterWorkqueueMetrics(p.registry)
+	journal, closeJournal, err := openJournal(p.o, p.elector.Identity())
+	if err != nil {
+		return fmt.Errorf("step 9, controllers: %w", err)
 	}
-	metrics, err := shard.NewMetrics(d.registry)
+	defer closeJournal()
+	runner := &rangeRunner{p: p, replica: rc, held: held, journal: journal}
+	metrics, err := shard.NewMetrics(p.registry)
 	if err != nil {
 		return fmt.Errorf("step 9, controllers: %w", err)
 	}
 
 	// Step 11 — the ranges' elections (shard.Coordinator): membership,
 	// assignment, one Lease per range.
-	members, err := newMembers(d.cfg, o, d.identity)
+	members, err := newMembers(p.cfg, p.o, p.elector.Identity())
 	if err != nil {
 		return fmt.Errorf("step 11, election: %w", err)
 	}
 	coordinator := &shard.Coordinator{
 		Ranges:     ranges,
 		Members:    members,
-		Election:   o.leader,
-		NewElector: func(opts leader.Options) (*leader.Elector, error) { return leader.New(d.cfg, opts, d.registry) },
+		Election:   p.o.leader,
+		NewElector: func(opts leader.Options) (*leader.Elector, error) { return leader.New(p.cfg, opts, p.registry) },
 		Work:       runner.run,
-		Interval:   o.leader.RetryPeriod,
+		Interval:   p.o.leader.RetryPeriod,
 		Metrics:    metrics,
 	}
 	// The single leader's elector does not run with --shards: its check in
 	// /healthz passes, and the ranges' electors answer instead.
-	d.health.AddLivenessCheck(coordinator.HealthCheck())
+	p.health.AddLivenessCheck(coordinator.HealthCheck())
 	cacheCtx, stopEvents := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopEvents()
-	d.broadcaster.StartRecordingToSink(cacheCtx.Done())
+	p.broadcaster.StartRecordingToSink(cacheCtx.Done())
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	election := make(chan error, 1)
 	go func() { election <- coordinator.Run(runCtx) }()
-	klog.InfoS("Sharding", "ranges", o.shards, "identity", d.identity, "split", members.Split)
+	klog.InfoS("Sharding", "ranges", p.o.shards, "identity", p.elector.Identity(), "split", members.Split)
 
 	// Step 12 — as with one leader: the ranges drain and their Leases are
 	// released first; a lost range Lease ends the process at once.
 	st := stopper{
-		timeout:     o.shutdownTimeout,
+		timeout:     p.o.shutdownTimeout,
 		stopRun:     stopRun,
 		election:    election,
-		flushEvents: flushEvents(d.broadcaster, d.eventSink),
+		flushEvents: flushEvents(p.broadcaster, p.eventSink),
 		stopCaches:  stopEvents, // each range stopped its own caches
-		stopServers: d.srvs.stop,
+		stopServers: p.srvs.stop,
 	}
-	return st.waitThenStop(ctx, d.srvs.errs, "shard election", "the ranges")
+	return st.waitThenStop(ctx, p.srvs.errs, "shard election", "the ranges")
 }
 
-// rangeRunner runs a range's work while this replica holds its Lease.
+// rangeRunner runs a range's scope while this replica holds its Lease.
 type rangeRunner struct {
-	o       options
-	d       shardedDeps
+	p       *process
 	replica *replicaCaches
 	held    *heldCaches
 	journal controller.Journal
-	drain   time.Duration
 }
 
 // run is a range's work: its caches, unless the replica's serve every
-// range, and its two controllers, until ctx ends.
+// range, and its scope's two controllers, until ctx ends.
 func (rr *rangeRunner) run(ctx context.Context, r shard.Range) error {
+	s := scope{rng: &r, uidOf: rr.replica.uidOf}
 	caches, inf, rec := rr.replica.caches, rr.replica.informers, rr.replica.reconciler
 	if rr.replica.serverFilters {
-		caches = handrollcache.New(rr.d.kube, rr.d.handroll, rr.d.metadata, handrollcache.Options{
-			Namespaces:        rr.o.namespaces,
-			ChildSelector:     webapp.ChildSelector + "," + r.ChildSelector(),
-			SyncPeriod:        rr.o.syncPeriod,
-			ShardSelector:     r.Selector(),
-			OperatorNamespace: rr.o.operatorNamespace,
-			OperatorSelector:  webapp.ChildSelector,
-		})
+		caches = handrollcache.New(rr.p.kube, rr.p.handroll, rr.p.metadata, rr.p.cacheOptions(s))
 		var err error
 		if inf, err = rr.replica.rangeInformers(caches); err != nil {
 			return err
 		}
-		rec = rr.replica.reconcilerOn(caches, rr.d)
+		rec = rr.replica.reconcilerOn(caches, rr.p)
 	}
-	webApps := caches.WebAppLister()
-	c, err := webapp.NewController(rec, inf, controller.Options{
-		Name:                    fmt.Sprintf("%s-%d-of-%d", webapp.ControllerName, r.Index, r.Count),
-		MaxConcurrentReconciles: rr.o.maxConcurrentReconciles,
-		Registerer:              rr.d.registry,
-		ShutdownTimeout:         rr.drain,
-		Journal:                 rr.journal,
-		// Whatever the caches hold: the API server that applied the
-		// range's shardSelector at the start may not at the next list or
-		// watch (one restarted without the gate), and then every range's
-		// cache holds every WebApp.
-		Predicates: []controller.Predicate{inRange(r)},
-		Keep: func(req controller.Request) bool {
-			w, err := webApps.WebApps(req.Namespace).Get(req.Name)
-			return err != nil || r.Holds(w.UID) // a WebApp gone: its memory is forgotten
-		},
-	})
-	if err != nil {
-		return err
-	}
-	// The range's entries of the directory, among the other ranges'
-	// writers: each write carries the part's resourceVersion, and touches
-	// only the entries Manages says are the range's.
-	dc, err := webapp.NewDirectoryController(&webapp.DirectoryReconciler{
-		WebApps:       webApps,
-		Services:      caches.ServiceLister(),
-		ConfigMaps:    caches.ConfigMapLister(),
-		Kube:          rr.d.kube,
-		Namespace:     rr.o.operatorNamespace,
-		Manages:       directoryKeys(r, rr.replica.uidOf, rr.o.namespaces),
-		WriteInterval: webapp.DefaultDirectoryWriteInterval,
-	}, inf, controller.Options{
-		Name:            fmt.Sprintf("%s-%d-of-%d", webapp.DirectoryControllerName, r.Index, r.Count),
-		Registerer:      rr.d.registry,
-		ShutdownTimeout: rr.drain,
-		Journal:         rr.journal,
-	})
+	controllers, err := rr.p.controllers(s, caches, inf, rec, rr.journal)
 	if err != nil {
 		return err
 	}
@@ -254,20 +175,17 @@ func (rr *rangeRunner) run(ctx context.Context, r shard.Range) error {
 		}()
 		// Step 10, per range — its caches, bounded, then its controllers.
 		caches.Start(stop)
-		syncCtx, cancelSync := context.WithTimeout(ctx, rr.o.cacheSyncTimeout)
+		syncCtx, cancelSync := context.WithTimeout(ctx, rr.p.o.cacheSyncTimeout)
 		defer cancelSync()
 		if err := caches.WaitForSync(syncCtx); err != nil {
 			if ctx.Err() != nil {
 				return nil // handed over, or stopped, while it filled
 			}
-			return fmt.Errorf("step 10, range %v: caches not synced within --cache-sync-timeout=%s: %w", r, rr.o.cacheSyncTimeout, err)
+			return fmt.Errorf("step 10, range %v: caches not synced within --cache-sync-timeout=%s: %w", r, rr.p.o.cacheSyncTimeout, err)
 		}
 	}
 	klog.InfoS("Range held; starting its controllers", "range", r)
-	return runControllers(ctx,
-		func(ctx context.Context) error { return c.Start(ctx, caches.HasSynced) },
-		func(ctx context.Context) error { return dc.Start(ctx, caches.HasSynced) },
-	)
+	return controllers.run(ctx)
 }
 
 // newMembers is this replica's shard membership. Its renewals go through a
@@ -304,6 +222,24 @@ type heldCaches struct {
 	mu       sync.Mutex
 	byRange  map[int]syncer
 	wasReady bool // every held range had synced, with at least one held
+}
+
+// addChecks adds to health the replica's readiness check, on its own
+// caches and those of the ranges held, and the report of every held
+// range's.
+func (h *heldCaches) addChecks(health *server.Health, replica syncer) {
+	health.AddReadinessCheck(server.Check{Name: "informer-sync", Check: func(*http.Request) error {
+		if unsynced := replica.Unsynced(); len(unsynced) > 0 {
+			return fmt.Errorf("not synced: %s", strings.Join(unsynced, ", "))
+		}
+		return h.ready()
+	}})
+	health.AddReadinessReport(server.Check{Name: "range-informer-sync", Check: func(*http.Request) error {
+		if unsynced := h.unsynced(); len(unsynced) > 0 {
+			return fmt.Errorf("not synced: %s", strings.Join(unsynced, ", "))
+		}
+		return nil
+	}})
 }
 
 func (h *heldCaches) add(r shard.Range, c syncer) {
@@ -371,12 +307,13 @@ type replicaCaches struct {
 	stop          func()
 }
 
-func newReplicaCaches(ctx context.Context, o options, d shardedDeps) (*replicaCaches, error) {
+func newReplicaCaches(ctx context.Context, p *process) (*replicaCaches, error) {
+	o := p.o
 	filters := false
 	if len(o.namespaces) == 0 {
 		probeCtx, cancelProbe := context.WithTimeout(ctx, 30*time.Second)
 		var err error
-		filters, err = shard.ServerFilters(probeCtx, d.kube, o.operatorNamespace)
+		filters, err = shard.ServerFilters(probeCtx, p.kube, o.operatorNamespace)
 		cancelProbe()
 		if err != nil {
 			return nil, fmt.Errorf("step 8, cache: %w", err)
@@ -386,7 +323,7 @@ func newReplicaCaches(ctx context.Context, o options, d shardedDeps) (*replicaCa
 	var err error
 	switch {
 	case filters:
-		rc.caches = handrollcache.New(d.kube, d.handroll, d.metadata, handrollcache.Options{
+		rc.caches = handrollcache.New(p.kube, p.handroll, p.metadata, handrollcache.Options{
 			Namespaces:           o.namespaces,
 			MetadataSelector:     "!" + shard.BucketLabel,
 			ConfigMapMetadataAll: true,
@@ -415,17 +352,11 @@ func newReplicaCaches(ctx context.Context, o options, d shardedDeps) (*replicaCa
 		} else {
 			klog.InfoS("The API server does not apply shardSelector (its ShardedListAndWatch feature gate is off): every replica caches every range, and filters on the client")
 		}
-		rc.caches = handrollcache.New(d.kube, d.handroll, d.metadata, handrollcache.Options{
-			Namespaces:        o.namespaces,
-			ChildSelector:     webapp.ChildSelector,
-			MetadataSelector:  webapp.ForeignSelector,
-			SyncPeriod:        o.syncPeriod,
-			OperatorNamespace: o.operatorNamespace,
-		})
+		rc.caches = handrollcache.New(p.kube, p.handroll, p.metadata, p.cacheOptions(scope{}))
 		if rc.informers, err = webAppInformers(rc.caches); err != nil {
 			return nil, fmt.Errorf("step 8, cache: %w", err)
 		}
-		rc.reconciler = rc.reconcilerOn(rc.caches, d)
+		rc.reconciler = rc.reconcilerOn(rc.caches, p)
 		webApps := rc.caches.WebAppLister()
 		rc.uidOf = func(ns, name string) (types.UID, bool) {
 			w, err := webApps.WebApps(ns).Get(name)
@@ -464,8 +395,8 @@ func (rc *replicaCaches) rangeInformers(caches *handrollcache.Caches) (webapp.In
 // reconcilerOn is the WebApp reconciler of sharded replicas: it reads
 // caches, and rc's metadata when caches has none, and labels every child
 // with its owner's bucket.
-func (rc *replicaCaches) reconcilerOn(caches *handrollcache.Caches, d shardedDeps) *webapp.Reconciler {
-	r := newWebAppReconciler(caches, d.kube, d.handroll, d.recorder)
+func (rc *replicaCaches) reconcilerOn(caches *handrollcache.Caches, p *process) *webapp.Reconciler {
+	r := newWebAppReconciler(caches, p.kube, p.handroll, p.recorder)
 	if caches != rc.caches {
 		r.DeploymentMeta = rc.caches.MetadataLister(handrollcache.DeploymentsResource)
 		r.ServiceMeta = rc.caches.MetadataLister(handrollcache.ServicesResource)

@@ -32,16 +32,70 @@ import (
 
 // start is the Manager's NewManager + Start, written out. Each numbered step
 // names the Manager option or method it replaces, and its errors name the
-// step ("step 5, clients: ..."). It returns when ctx is cancelled and
-// everything has stopped, when a component fails, or at once when the
-// leader lease is lost (leader.ErrLeaseLost).
+// step ("step 5, clients: ..."). Steps 3 to 7 build what every scope shares
+// (process); steps 8 to 12 run the WebApps' scopes: the single leader's,
+// one over every WebApp, or with --shards this replica's share of the
+// ranges (sharded.go). It returns when ctx is cancelled and everything has
+// stopped, when a component fails, or at once when the leader lease is
+// lost (leader.ErrLeaseLost).
 func start(ctx context.Context, o options) error {
 	klog.InfoS("Starting handroll", "version", version)
 
+	// Steps 3 to 5 — config, scheme, clients and the RESTMapper.
+	p, err := connect(o)
+	if err != nil {
+		return err
+	}
+
+	// Step 6 — the elector and the HTTP servers, bound first.
+	if err := p.serve(); err != nil {
+		return err
+	}
+	// On an early return, a lost Lease included, --webhook-url is put back
+	// (bounded) and the servers are told to stop but not waited for; step
+	// 12 stops them in order.
+	defer p.srvs.abandon()
+
+	// Step 7 — events (mgr.GetEventRecorderFor).
+	if err := p.events(); err != nil {
+		return err
+	}
+
+	// Steps 8 to 12 — the WebApps' scopes, each fenced by a Lease.
+	if p.o.shards > 0 {
+		return startSharded(ctx, p)
+	}
+	return runLeader(ctx, p)
+}
+
+// process is what steps 3 to 7 build, once per process, and every scope
+// shares: the Manager's cluster (config, scheme, clients), its elector and
+// servers, and its events.
+type process struct {
+	o        options
+	cfg      *rest.Config
+	scheme   *runtime.Scheme
+	kube     kubernetes.Interface
+	handroll clientset.Interface
+	metadata metadata.Interface
+
+	elector  *leader.Elector
+	registry *prometheus.Registry
+	health   *server.Health
+	srvs     *servers
+
+	recorder    events.EventRecorder
+	broadcaster events.EventBroadcaster
+	eventSink   *flushingSink
+}
+
+// connect is steps 3 to 5: the config, the scheme, the clients, and the
+// WebApp's REST mapping as proof that the CRD is served.
+func connect(o options) (*process, error) {
 	// Step 3 — config (ctrl.GetConfigOrDie, Options.QPS/Burst via rest.Config).
 	cfg, source, err := loadConfig(o.kubeconfig, o.kubeAPIQPS, o.kubeAPIBurst, o.kubeAPITimeout)
 	if err != nil {
-		return fmt.Errorf("step 3, config: %w", err)
+		return nil, fmt.Errorf("step 3, config: %w", err)
 	}
 	klog.InfoS("Using cluster", "host", cfg.Host, "from", source, "qps", cfg.QPS, "burst", cfg.Burst)
 	o = resolveNamespaces(o)
@@ -51,84 +105,91 @@ func start(ctx context.Context, o options) error {
 	// Step 4 — scheme (Options.Scheme): built explicitly, once.
 	s, err := scheme.New()
 	if err != nil {
-		return fmt.Errorf("step 4, scheme: %w", err)
+		return nil, fmt.Errorf("step 4, scheme: %w", err)
 	}
 	webAppKind, err := scheme.KindFor(s, &handrollv1.WebApp{})
 	if err != nil {
-		return fmt.Errorf("step 4, scheme: %w", err)
+		return nil, fmt.Errorf("step 4, scheme: %w", err)
 	}
 
 	// Step 5 — clients (client.Client for writes, GetAPIReader for uncached
-	// reads): the generated typed clientset and client-go's.
-	handrollClient, err := clientset.NewForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("step 5, clients: %w", err)
+	// reads): the generated typed clientset and client-go's. The metadata
+	// client only lists and watches (the metadata caches).
+	p := &process{o: o, cfg: cfg, scheme: s}
+	if p.handroll, err = clientset.NewForConfig(cfg); err != nil {
+		return nil, fmt.Errorf("step 5, clients: %w", err)
 	}
-	kubeClient, err := kubernetes.NewForConfig(cfg)
+	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return fmt.Errorf("step 5, clients: %w", err)
+		return nil, fmt.Errorf("step 5, clients: %w", err)
 	}
-	// The metadata client only lists and watches (the metadata caches).
-	metadataClient, err := metadata.NewForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("step 5, clients: %w", err)
+	p.kube = kube
+	if p.metadata, err = metadata.NewForConfig(cfg); err != nil {
+		return nil, fmt.Errorf("step 5, clients: %w", err)
 	}
 	// RESTMapper (mgr.GetRESTMapper, apiutil.NewDynamicRESTMapper): lazy
 	// discovery. Asking it for the WebApp's resource now turns a missing
 	// CRD into a clear error instead of informers retrying a 404 for ever.
-	mapper, err := restmapper.New(kubeClient.Discovery(), restmapper.Options{})
+	mapper, err := restmapper.New(kube.Discovery(), restmapper.Options{})
 	if err != nil {
-		return fmt.Errorf("step 5, clients: %w", err)
+		return nil, fmt.Errorf("step 5, clients: %w", err)
 	}
 	mapping, err := mapper.RESTMapping(webAppKind.GroupKind(), webAppKind.Version)
 	if err != nil {
-		return fmt.Errorf("step 5, clients: the API server does not serve %s (is the CRD installed? kubectl apply -k manifests/crd): %w", webAppKind, err)
+		return nil, fmt.Errorf("step 5, clients: the API server does not serve %s (is the CRD installed? kubectl apply -k manifests/crd): %w", webAppKind, err)
 	}
 	klog.V(2).InfoS("WebApp is served", "resource", mapping.Resource, "scope", mapping.Scope.Name())
+	return p, nil
+}
 
-	// Step 6 — HTTP servers (Options.Metrics, HealthProbeBindAddress,
-	// WebhookServer). They bind first, so a port conflict fails before
-	// anything else starts, and /healthz answers while the caches fill.
-	registry := server.NewRegistry()
-	server.RegisterClientGoMetrics(registry)
+// serve is step 6 (Options.Metrics, HealthProbeBindAddress, WebhookServer):
+// the HTTP servers bind first, so a port conflict fails before anything
+// else starts, and /healthz answers while the caches fill.
+func (p *process) serve() error {
+	p.registry = server.NewRegistry()
+	server.RegisterClientGoMetrics(p.registry)
 
 	// The elector is built here, before anything runs, so that inconsistent
 	// --leader-elect-* flags fail the start at once. It has its own
 	// rest.Config: renewals must not queue behind the controller's requests.
-	elector, err := leader.New(cfg, o.leader, registry)
+	elector, err := leader.New(p.cfg, p.o.leader, p.registry)
 	if err != nil {
 		return fmt.Errorf("step 6, leader election: %w", err)
 	}
-	if err := errors.Join(validateShards(o), validateLeaseNames(o)); err != nil {
+	if err := errors.Join(validateShards(p.o), validateLeaseNames(p.o)); err != nil {
 		return fmt.Errorf("step 6, leader election: %w", err)
 	}
-	health := &server.Health{}
-	health.AddLivenessCheck(server.Ping)
-	health.AddLivenessCheck(elector.HealthCheck())
-	health.AddReadinessCheck(server.Ping)
-	srvs, err := newServers(cfg, kubeClient, s, o, health, registry)
-	if err != nil {
+	p.elector = elector
+	p.health = &server.Health{}
+	p.health.AddLivenessCheck(server.Ping)
+	p.health.AddLivenessCheck(elector.HealthCheck())
+	p.health.AddReadinessCheck(server.Ping)
+	if p.srvs, err = newServers(p.cfg, p.kube, p.scheme, p.o, p.health, p.registry); err != nil {
 		return fmt.Errorf("step 6, servers: %w", err)
 	}
-	srvs.serve(o.shutdownTimeout)
-	// On an early return, a lost Lease included, --webhook-url is put back
-	// (bounded) and the servers are told to stop but not waited for; step
-	// 12 stops them in order.
-	defer srvs.abandon()
+	p.srvs.serve(p.o.shutdownTimeout)
+	return nil
+}
 
-	// Step 7 — events (mgr.GetEventRecorderFor): an events.k8s.io/v1
-	// broadcaster; one recorder for the one controller.
-	// Events get a client, and so a rate limiter, of their own, as
-	// kube-scheduler's do: they are best-effort, and a burst of them (one
-	// per child created) must not hold back the writes that converge.
-	eventClient, err := kubernetes.NewForConfig(withOwnBucket(cfg, cfg.QPS, cfg.Burst))
+// events is step 7 (mgr.GetEventRecorderFor): an events.k8s.io/v1
+// broadcaster; one recorder for every controller. Events get a client, and
+// so a rate limiter, of their own, as kube-scheduler's do: they are
+// best-effort, and a burst of them (one per child created) must not hold
+// back the writes that converge.
+func (p *process) events() error {
+	eventClient, err := kubernetes.NewForConfig(withOwnBucket(p.cfg, p.cfg.QPS, p.cfg.Burst))
 	if err != nil {
 		return fmt.Errorf("step 7, events: %w", err)
 	}
-	eventSink := &flushingSink{EventSink: &events.EventSinkImpl{Interface: eventClient.EventsV1()}}
-	broadcaster := events.NewBroadcaster(eventSink)
-	recorder := broadcaster.NewRecorder(s, "handroll")
+	p.eventSink = &flushingSink{EventSink: &events.EventSinkImpl{Interface: eventClient.EventsV1()}}
+	p.broadcaster = events.NewBroadcaster(p.eventSink)
+	p.recorder = p.broadcaster.NewRecorder(p.scheme, "handroll")
+	return nil
+}
 
+// runLeader is steps 8 to 12 for the single leader: one scope over every
+// WebApp (or --namespaces), under --leader-elect-resource-name.
+func runLeader(ctx context.Context, p *process) error {
 	// Step 8 — cache (cluster.New, cache.Options): informers for WebApps
 	// and for the children, in every namespace or in --namespaces
 	// (DefaultNamespaces). Deployments, Services and ConfigMaps are cached
@@ -137,87 +198,26 @@ func start(ctx context.Context, o options) error {
 	// (builder.OnlyMetadata): enough to see a child's name taken and a
 	// referenced ConfigMap change. managedFields are dropped before objects
 	// are stored (DefaultTransform).
-	// With --shards, steps 8 to 12 run per range instead (sharded.go).
-	if o.shards > 0 {
-		return startSharded(ctx, o, shardedDeps{
-			cfg: cfg, kube: kubeClient, handroll: handrollClient, metadata: metadataClient,
-			recorder: recorder, broadcaster: broadcaster, eventSink: eventSink,
-			registry: registry, health: health, srvs: srvs, identity: elector.Identity(),
-		})
-	}
-	caches := handrollcache.New(kubeClient, handrollClient, metadataClient, handrollcache.Options{
-		Namespaces:        o.namespaces,
-		ChildSelector:     webapp.ChildSelector,
-		MetadataSelector:  webapp.ForeignSelector,
-		SyncPeriod:        o.syncPeriod,
-		OperatorNamespace: o.operatorNamespace,
-	})
+	all := scope{}
+	caches := handrollcache.New(p.kube, p.handroll, p.metadata, p.cacheOptions(all))
 	informerSet, err := webAppInformers(caches)
 	if err != nil {
 		return fmt.Errorf("step 8, cache: %w", err)
 	}
 	// Without warm standby a standby has no caches to wait for: it is ready
 	// to serve its webhooks and to take over.
-	warm := o.leader.WarmStandby || !o.leader.Enabled
-	health.AddReadinessCheck(server.Check{Name: "informer-sync", Check: func(*http.Request) error {
-		if !warm && !isClosed(elector.Elected()) {
-			return nil
-		}
-		// Names only: why (a forbidden list, say) is in the log and in
-		// step 10's error, not on a port anyone in the cluster can probe.
-		if unsynced := caches.Unsynced(); len(unsynced) > 0 {
-			return fmt.Errorf("not synced: %s", strings.Join(unsynced, ", "))
-		}
-		return nil
-	}})
+	warm := p.o.leader.WarmStandby || !p.o.leader.Enabled
+	p.health.AddReadinessCheck(leaderSyncCheck(caches, func() bool { return warm || isClosed(p.elector.Elected()) }))
 
-	// Step 9 — controllers (controller.New + builder.For/Owns/Watches).
-	controller.RegisterWorkqueueMetrics(registry)
-	var journal controller.Journal
-	if o.reconcileJournal != "" {
-		replica := elector.Identity()
-		if replica == "" {
-			if replica, err = leader.NewIdentity(); err != nil {
-				return fmt.Errorf("step 9, controllers: %w", err)
-			}
-		}
-		j, err := controller.OpenJournal(o.reconcileJournal, replica, o.reconcileJournalMaxMiB<<20)
-		if err != nil {
-			return fmt.Errorf("step 9, controllers: %w", err)
-		}
-		defer j.Close()
-		journal = j
-	}
-	// The controllers drain their in-flight reconciles within the shutdown
-	// timeout less a margin, so that the Lease is released (step 12) even
-	// when a reconcile hangs: a standby then takes over within a retry
-	// period rather than a lease duration.
-	drain := drainTimeout(o.shutdownTimeout)
-	webappController, err := webapp.NewController(newWebAppReconciler(caches, kubeClient, handrollClient, recorder), informerSet, controller.Options{
-		MaxConcurrentReconciles: o.maxConcurrentReconciles,
-		Registerer:              registry,
-		ShutdownTimeout:         drain,
-		Journal:                 journal,
-	})
+	// Step 9 — controllers (controller.New + builder.For/Owns/Watches): the
+	// scope's two.
+	journal, closeJournal, err := openJournal(p.o, p.elector.Identity())
 	if err != nil {
 		return fmt.Errorf("step 9, controllers: %w", err)
 	}
-	// The directory's own controller, on the same informers: two
-	// controllers of one Manager sharing its cache. One worker, as it has
-	// one key.
-	directoryController, err := webapp.NewDirectoryController(&webapp.DirectoryReconciler{
-		WebApps:       caches.WebAppLister(),
-		Services:      caches.ServiceLister(),
-		ConfigMaps:    caches.ConfigMapLister(),
-		Kube:          kubeClient,
-		Namespace:     o.operatorNamespace,
-		Namespaces:    o.namespaces,
-		WriteInterval: webapp.DefaultDirectoryWriteInterval,
-	}, informerSet, controller.Options{
-		Registerer:      registry,
-		ShutdownTimeout: drain,
-		Journal:         journal,
-	})
+	defer closeJournal()
+	controller.RegisterWorkqueueMetrics(p.registry)
+	controllers, err := p.controllers(all, caches, informerSet, newWebAppReconciler(caches, p.kube, p.handroll, p.recorder), journal)
 	if err != nil {
 		return fmt.Errorf("step 9, controllers: %w", err)
 	}
@@ -228,18 +228,8 @@ func start(ctx context.Context, o options) error {
 	// election; without, only the leader, in step 11.
 	cacheCtx, stopCache := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopCache()
-	broadcaster.StartRecordingToSink(cacheCtx.Done())
-	syncCaches := func(ctx context.Context) error {
-		caches.Start(cacheCtx.Done())
-		syncCtx, cancelSync := context.WithTimeout(ctx, o.cacheSyncTimeout)
-		defer cancelSync()
-		if err := caches.WaitForSync(syncCtx); err != nil && ctx.Err() == nil {
-			return fmt.Errorf("step 10, caches not synced within --cache-sync-timeout=%s: %w", o.cacheSyncTimeout, err)
-		}
-		webapps, _ := caches.WebAppLister().List(labels.Everything())
-		klog.InfoS("Caches synced", "namespaces", o.namespaces, "webapps", len(webapps))
-		return nil
-	}
+	p.broadcaster.StartRecordingToSink(cacheCtx.Done())
+	syncCaches := func(ctx context.Context) error { return syncLeaderCaches(ctx, caches, cacheCtx.Done(), p.o) }
 	if warm {
 		if err := syncCaches(ctx); err != nil {
 			return err
@@ -254,42 +244,77 @@ func start(ctx context.Context, o options) error {
 	defer stopRun()
 	election := make(chan error, 1)
 	go func() {
-		election <- elector.Run(runCtx, func(leaderCtx context.Context) error {
-			klog.InfoS("Leading; starting the controllers", "identity", elector.Identity(), "warmStandby", warm)
-			if o.leader.Enabled {
-				if err := waitForNoShards(leaderCtx, kubeClient, o); err != nil {
-					return err
-				}
-				if isClosed(leaderCtx.Done()) {
-					return nil // stopped while it waited
-				}
-			}
-			if !warm {
-				if err := syncCaches(leaderCtx); err != nil || leaderCtx.Err() != nil {
-					return err // a stop while the caches filled is no error
-				}
-			}
-			return runControllers(leaderCtx,
-				func(ctx context.Context) error { return webappController.Start(ctx, caches.HasSynced) },
-				func(ctx context.Context) error { return directoryController.Start(ctx, caches.HasSynced) },
-			)
+		election <- p.elector.Run(runCtx, func(leaderCtx context.Context) error {
+			return p.lead(leaderCtx, warm, syncCaches, controllers)
 		})
 	}()
 
 	// Step 12 — run until a signal or a failing component, then stop in
 	// reverse (stopper.stop).
 	st := stopper{
-		timeout:     o.shutdownTimeout,
+		timeout:     p.o.shutdownTimeout,
 		stopRun:     stopRun,
 		election:    election,
-		flushEvents: flushEvents(broadcaster, eventSink),
+		flushEvents: flushEvents(p.broadcaster, p.eventSink),
 		stopCaches: func() {
 			stopCache()
 			caches.Shutdown()
 		},
-		stopServers: srvs.stop,
+		stopServers: p.srvs.stop,
 	}
-	return st.waitThenStop(ctx, srvs.errs, "leader election", "the controllers")
+	return st.waitThenStop(ctx, p.srvs.errs, "leader election", "the controllers")
+}
+
+// leaderSyncCheck is the single leader's readiness check on its caches,
+// counted only while counts says so: a cold standby has none to wait for.
+func leaderSyncCheck(caches *handrollcache.Caches, counts func() bool) server.Check {
+	return server.Check{Name: "informer-sync", Check: func(*http.Request) error {
+		if !counts() {
+			return nil
+		}
+		// Names only: why (a forbidden list, say) is in the log and in
+		// step 10's error, not on a port anyone in the cluster can probe.
+		if unsynced := caches.Unsynced(); len(unsynced) > 0 {
+			return fmt.Errorf("not synced: %s", strings.Join(unsynced, ", "))
+		}
+		return nil
+	}}
+}
+
+// syncLeaderCaches is step 10: it starts the caches, until done, and
+// waits, within --cache-sync-timeout, until they have synced. A stop while
+// they fill is no error.
+func syncLeaderCaches(ctx context.Context, caches *handrollcache.Caches, done <-chan struct{}, o options) error {
+	caches.Start(done)
+	syncCtx, cancelSync := context.WithTimeout(ctx, o.cacheSyncTimeout)
+	defer cancelSync()
+	if err := caches.WaitForSync(syncCtx); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("step 10, caches not synced within --cache-sync-timeout=%s: %w", o.cacheSyncTimeout, err)
+	}
+	webapps, _ := caches.WebAppLister().List(labels.Everything())
+	klog.InfoS("Caches synced", "namespaces", o.namespaces, "webapps", len(webapps))
+	return nil
+}
+
+// lead is the leader's work, step 11's callback: once no sharded replica
+// is live, the caches (without warm standby), then the controllers, until
+// ctx ends.
+func (p *process) lead(ctx context.Context, warm bool, syncCaches func(context.Context) error, controllers *scopeControllers) error {
+	klog.InfoS("Leading; starting the controllers", "identity", p.elector.Identity(), "warmStandby", warm)
+	if p.o.leader.Enabled {
+		if err := waitForNoShards(ctx, p.kube, p.o); err != nil {
+			return err
+		}
+		if isClosed(ctx.Done()) {
+			return nil // stopped while it waited
+		}
+	}
+	if !warm {
+		if err := syncCaches(ctx); err != nil || ctx.Err() != nil {
+			return err // a stop while the caches filled is no error
+		}
+	}
+	return controllers.run(ctx)
 }
 
 // waitThenStop waits for a signal (ctx), a failing server or the end of

@@ -5,6 +5,7 @@ const (
 	hrMain     = "cmd/handroll/main.go"
 	hrVersion  = "cmd/handroll/version.go"
 	hrStart    = "cmd/handroll/start.go"
+	hrScope    = "cmd/handroll/scope.go"
 	hrRec      = "pkg/controller/webapp/reconciler.go"
 	hrRef      = "pkg/controller/webapp/refconfigmaps.go"
 	hrCtl      = "pkg/controller/webapp/controller.go"
@@ -49,7 +50,9 @@ var pairs = []pair{
 	{
 		title: "The start sequence: `cmd/handroll/start.go` beside the twin's `main.go`",
 		intro: "handroll's `start` is the Manager's `NewManager` and `Start` written out, in numbered steps " +
-			"(its comments `// Step N —` and its errors name them); steps 1 and 2 are in `cmd/handroll/main.go`. " +
+			"(its comments `// Step N —` and its errors name them): `connect` does steps 3 to 5, `process.serve` step 6, " +
+			"`process.events` step 7, and `runLeader` steps 8 to 12 for the single leader's one scope (`cmd/handroll/scope.go`; " +
+			"with --shards, `cmd/handroll/sharded.go` runs one scope per range); steps 1 and 2 are in `cmd/handroll/main.go`. " +
 			"The twin's `run` sets the options of the same pieces and hands them to `ctrl.NewManager`; " +
 			"each of that call's fields is shown in the step it configures, and counted there.",
 		piece:      "Start sequence",
@@ -86,8 +89,12 @@ var pairs = []pair{
 				title: "3. Config",
 				does:  "Load the rest.Config (the flag, KUBECONFIG, in-cluster, ~/.kube/config) with the client's rate limits, and settle the operator's namespace.",
 				handroll: side{
-					parts: []part{stmts(hrStart, "start", "// Step 3 —", "// Step 4 —")},
-					note:  "`loadConfig`, `resolveNamespaces` and `localWebhooks` are in `cmd/handroll/config.go`.",
+					parts: []part{
+						whole(hrStart, "start"),
+						whole(hrStart, "process"),
+						stmts(hrStart, "connect", "// Step 3 —", "// Step 4 —"),
+					},
+					note: "`loadConfig`, `resolveNamespaces` and `localWebhooks` are in `cmd/handroll/config.go`.",
 				},
 				twin: side{parts: []part{
 					stmts(twinMain, "run", "", "o.kubeAPIQPS > 0"),
@@ -97,7 +104,7 @@ var pairs = []pair{
 			{
 				title:    "4. Scheme",
 				does:     "Register the API types, handroll's and Kubernetes', in one runtime.Scheme.",
-				handroll: side{parts: []part{stmts(hrStart, "start", "// Step 4 —", "// Step 5 —")}},
+				handroll: side{parts: []part{stmts(hrStart, "connect", "// Step 4 —", "// Step 5 —")}},
 				twin: side{
 					parts:  []part{stmts(twinMain, "run", "scheme.New(", `o.operatorNamespace == ""`)},
 					fields: []string{"Scheme"},
@@ -107,7 +114,7 @@ var pairs = []pair{
 				title: "5. Clients and RESTMapper",
 				does:  "Make the clients that write and read live, and the RESTMapper; check that the API server serves WebApps.",
 				handroll: side{parts: []part{
-					stmts(hrStart, "start", "// Step 5 —", "// Step 6 —"),
+					stmts(hrStart, "connect", "// Step 5 —", ""),
 					whole(hrStart, "withOwnBucket"),
 				}},
 				twin: side{
@@ -120,7 +127,7 @@ var pairs = []pair{
 				does:  "Bind the metrics, health, webhook and pprof servers before anything else starts, with the liveness and readiness checks.",
 				handroll: side{
 					parts: []part{
-						stmts(hrStart, "start", "// Step 6 —", "// Step 7 —"),
+						whole(hrStart, "process.serve"),
 						whole(hrStart, "servers"),
 						whole(hrStart, "newServers"),
 						whole(hrStart, "metricsHandler"),
@@ -142,7 +149,7 @@ var pairs = []pair{
 				title: "7. Events",
 				does:  "An events.k8s.io/v1 broadcaster, on a client of its own, and the recorder the controller writes events with.",
 				handroll: side{
-					parts: []part{stmts(hrStart, "start", "// Step 7 —", "// Step 8 —")},
+					parts: []part{whole(hrStart, "process.events")},
 					note:  "`flushingSink` is in `cmd/handroll/events.go`.",
 				},
 				twin: side{note: "None: `ctrl.NewManager` makes the broadcaster, and `mgr.GetEventRecorder` (step 9) the recorder."},
@@ -151,8 +158,11 @@ var pairs = []pair{
 				title: "8. Cache",
 				does:  "Informers for WebApps and the children, per namespace, label-filtered, metadata only where the whole object is not needed, and the readiness check that they have synced.",
 				handroll: side{parts: []part{
-					stmts(hrStart, "start", "// Step 8 —", "// Step 9 —"),
+					stmts(hrStart, "runLeader", "// Step 8 —", "// Step 9 —"),
+					whole(hrScope, "scope"),
+					whole(hrScope, "process.cacheOptions"),
 					whole(hrStart, "webAppInformers"),
+					whole(hrStart, "leaderSyncCheck"),
 					whole(hrStart, "isClosed"),
 				}},
 				twin: side{
@@ -171,7 +181,10 @@ var pairs = []pair{
 				title: "9. Controllers",
 				does:  "The WebApp controller and the directory's controller, with their reconcilers, workers and the time they get to drain.",
 				handroll: side{parts: []part{
-					stmts(hrStart, "start", "// Step 9 —", "// Step 10 —"),
+					stmts(hrStart, "runLeader", "// Step 9 —", "// Step 10 —"),
+					whole(hrScope, "scopeControllers"),
+					whole(hrScope, "process.controllers"),
+					whole(hrScope, "openJournal"),
 					whole(hrStart, "newWebAppReconciler"),
 					whole(hrStart, "drainTimeout"),
 				}},
@@ -196,7 +209,8 @@ var pairs = []pair{
 				title: "10. Start the caches, then the controllers",
 				does:  "Start the informers and wait for them, within --cache-sync-timeout, before a controller runs; with warm standby, before the election.",
 				handroll: side{parts: []part{
-					stmts(hrStart, "start", "// Step 10 —", "// Step 11 —"),
+					stmts(hrStart, "runLeader", "// Step 10 —", "// Step 11 —"),
+					whole(hrStart, "syncLeaderCaches"),
 				}},
 				twin: side{
 					parts: []part{stmts(twinMain, "run", "mgr.Start(", "")},
@@ -207,7 +221,9 @@ var pairs = []pair{
 				title: "11. Leader election",
 				does:  "Only the leader runs the controllers; the Lease is released on a clean stop, and a lost Lease ends the process.",
 				handroll: side{parts: []part{
-					stmts(hrStart, "start", "// Step 11 —", "// Step 12 —"),
+					stmts(hrStart, "runLeader", "// Step 11 —", "// Step 12 —"),
+					whole(hrStart, "process.lead"),
+					whole(hrScope, "scopeControllers.run"),
 					whole(hrStart, "runControllers"),
 				}},
 				twin: side{
@@ -222,7 +238,7 @@ var pairs = []pair{
 				title: "12. Run and stop",
 				does:  "Run until a signal or a failing component, then stop in reverse order within --graceful-shutdown-timeout, and exit with the error.",
 				handroll: side{parts: []part{
-					stmts(hrStart, "start", "// Step 12 —", ""),
+					stmts(hrStart, "runLeader", "// Step 12 —", ""),
 					whole(hrStart, "stopper"),
 					whole(hrStart, "stopper.stop"),
 					whole(hrStart, "stopper.waitThenStop"),

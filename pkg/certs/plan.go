@@ -64,154 +64,190 @@ type plan struct {
 // published, and seen injected, for the propagation delay. Until then the
 // certificate of the previous CA, which every bundle still holds, is served.
 func (p policy) decide(s stored, now, trustedSince time.Time) (plan, error) {
-	var (
-		out     plan
-		caKey   = s.data[KeyCAKey]
-		certPEM = s.data[KeyServingCert]
-		keyPEM  = s.data[KeyServingKey]
-	)
-	out.publishedAt = s.publishedAt
-	because := func(format string, args ...any) { out.reasons = append(out.reasons, fmt.Sprintf(format, args...)) }
+	d := &decision{
+		policy: p, now: now, trustedSince: trustedSince,
+		caKey: s.data[KeyCAKey], certPEM: s.data[KeyServingCert], keyPEM: s.data[KeyServingKey],
+	}
+	d.out.publishedAt = s.publishedAt
+	d.keepValidCAs(s.data[KeyCABundle])
+	if err := d.chooseCA(); err != nil {
+		return plan{}, err
+	}
+	if err := d.chooseServing(); err != nil {
+		return plan{}, err
+	}
+	d.out.next = d.nextLook()
 
-	// The bundle: every CA that has not expired. An expired CA can vouch
-	// for nothing that is still valid.
-	var cas []*x509.Certificate
-	all := parseBundle(s.data[KeyCABundle])
+	bundle := encodeBundle(d.cas)
+	if !d.issue && !d.newCA && bytes.Equal(bundle, s.data[KeyCABundle]) {
+		return d.out, nil
+	}
+	if len(d.out.reasons) == 0 {
+		d.because("ca.crt is not in canonical form")
+	}
+	d.out.data = map[string][]byte{
+		KeyServingCert: d.certPEM,
+		KeyServingKey:  d.keyPEM,
+		KeyCABundle:    bundle,
+		KeyCAKey:       d.caKey,
+	}
+	return d.out, nil
+}
+
+// decision is one decide call's working state, in the order its steps
+// fill it: the valid CAs, the signing CA, the serving certificate.
+type decision struct {
+	policy
+	now, trustedSince time.Time
+	out               plan
+
+	caKey, certPEM, keyPEM []byte
+	cas                    []*x509.Certificate // the bundle to publish
+	signing                *keyPair
+	newCA                  bool
+	gate                   time.Time // when signing may sign what is served
+	leaf                   *x509.Certificate
+	issue, waiting         bool // a new serving certificate; waiting for trust
+}
+
+func (d *decision) because(format string, args ...any) {
+	d.out.reasons = append(d.out.reasons, fmt.Sprintf(format, args...))
+}
+
+// keepValidCAs keeps, of the bundle, every CA that has not expired. An
+// expired CA can vouch for nothing that is still valid.
+func (d *decision) keepValidCAs(bundle []byte) {
+	all := parseBundle(bundle)
 	for _, c := range all {
-		if !expired(c, now) {
-			cas = append(cas, c)
+		if !expired(c, d.now) {
+			d.cas = append(d.cas, c)
 		}
 	}
-	if n := len(all) - len(cas); n > 0 {
-		because("dropped %d expired CA(s) from the bundle", n)
+	if n := len(all) - len(d.cas); n > 0 {
+		d.because("dropped %d expired CA(s) from the bundle", n)
 	}
+}
 
-	// The signing CA: the one whose key is ca.key. It is replaced when two
-	// thirds of its life have passed, early enough that the certificates
-	// it signed all expire before it leaves the bundle.
-	var signing *keyPair
-	if key, err := parseKey(caKey); err == nil {
-		for _, c := range cas {
+// chooseCA finds the signing CA, the one whose key is ca.key, or makes a
+// new one. It is replaced when two thirds of its life have passed, early
+// enough that the certificates it signed all expire before it leaves the
+// bundle.
+func (d *decision) chooseCA() error {
+	if key, err := parseKey(d.caKey); err == nil {
+		for _, c := range d.cas {
 			if matches(key, c) {
-				signing = &keyPair{cert: c, key: key}
+				d.signing = &keyPair{cert: c, key: key}
 				break
 			}
 		}
 	}
-	newCA := true
+	d.newCA = true
 	switch {
-	case signing == nil && len(caKey) == 0:
-		because("no CA yet")
-	case signing == nil:
-		because("ca.key is not the key of a valid CA in ca.crt")
-	case !now.Before(renewAt(signing.cert)):
-		because("CA %s is two thirds through its life", signing.cert.Subject.CommonName)
+	case d.signing == nil && len(d.caKey) == 0:
+		d.because("no CA yet")
+	case d.signing == nil:
+		d.because("ca.key is not the key of a valid CA in ca.crt")
+	case !d.now.Before(renewAt(d.signing.cert)):
+		d.because("CA %s is two thirds through its life", d.signing.cert.Subject.CommonName)
 	default:
-		newCA = false
+		d.newCA = false
 	}
-	if newCA {
-		ca, err := newCertificateAuthority(now, caLifetimes*p.validity)
+	if d.newCA {
+		ca, err := newCertificateAuthority(d.now, caLifetimes*d.validity)
 		if err != nil {
-			return plan{}, err
+			return err
 		}
-		if caKey, err = encodeKey(ca.key); err != nil {
-			return plan{}, err
+		if d.caKey, err = encodeKey(ca.key); err != nil {
+			return err
 		}
-		signing = ca
-		cas = append(cas, ca.cert)
-		out.publishedAt = now
+		d.signing = ca
+		d.cas = append(d.cas, ca.cert)
+		d.out.publishedAt = d.now
 	}
-	// gate is when the signing CA may sign the certificate served.
-	gate := laterOf(out.publishedAt, trustedSince).Add(p.delay)
-	gateOpen := !trustedSince.IsZero() && !now.Before(gate)
+	d.gate = laterOf(d.out.publishedAt, d.trustedSince).Add(d.delay)
+	return nil
+}
 
-	// The serving certificate.
-	var leaf, issuer *x509.Certificate
-	pair, loadErr := parsePair(certPEM, keyPEM)
+// chooseServing keeps the serving certificate or issues a new one with
+// the signing CA, once that CA has been trusted for the propagation delay.
+func (d *decision) chooseServing() error {
+	gateOpen := !d.trustedSince.IsZero() && !d.now.Before(d.gate)
+	var issuer *x509.Certificate
+	pair, loadErr := parsePair(d.certPEM, d.keyPEM)
 	if loadErr == nil {
-		leaf = pair.Leaf
-		for _, c := range cas {
-			if signedBy(leaf, c) {
+		d.leaf = pair.Leaf
+		for _, c := range d.cas {
+			if signedBy(d.leaf, c) {
 				issuer = c
 				break
 			}
 		}
 	}
-	issue, waiting, names := true, false, p.names
+	d.issue = true
+	names := d.names
 	switch {
-	case len(certPEM) == 0:
-		because("no serving certificate yet")
-	case leaf == nil:
-		because("tls.crt and tls.key do not load: %v", loadErr)
-	case expired(leaf, now):
-		because("the serving certificate has expired")
+	case len(d.certPEM) == 0:
+		d.because("no serving certificate yet")
+	case d.leaf == nil:
+		d.because("tls.crt and tls.key do not load: %v", loadErr)
+	case expired(d.leaf, d.now):
+		d.because("the serving certificate has expired")
 	case issuer == nil:
-		because("the serving certificate is signed by no CA of the bundle")
-	case leaf.NotAfter.After(issuer.NotAfter):
-		because("the serving certificate outlives its CA")
-	case issuer != signing.cert && !gateOpen:
+		d.because("the serving certificate is signed by no CA of the bundle")
+	case d.leaf.NotAfter.After(issuer.NotAfter):
+		d.because("the serving certificate outlives its CA")
+	case issuer != d.signing.cert && !gateOpen:
 		// Keep serving the previous CA's certificate, past its renewal
 		// time if need be, until the new CA is trusted everywhere.
-		issue, waiting = false, true
-	case issuer != signing.cert:
-		because("CA %s has been trusted for %v", signing.cert.Subject.CommonName, p.delay)
-	case !now.Before(renewAt(leaf)):
-		because("the serving certificate is two thirds through its life")
+		d.issue, d.waiting = false, true
+	case issuer != d.signing.cert:
+		d.because("CA %s has been trusted for %v", d.signing.cert.Subject.CommonName, d.delay)
+	case !d.now.Before(renewAt(d.leaf)):
+		d.because("the serving certificate is two thirds through its life")
 	default:
-		missing := p.names.missingFrom(leaf)
+		missing := d.names.missingFrom(d.leaf)
 		if len(missing) == 0 {
-			issue = false
+			d.issue = false
 			break
 		}
-		because("the serving certificate lacks %s", strings.Join(missing, ", "))
+		d.because("the serving certificate lacks %s", strings.Join(missing, ", "))
 		// Keep the names it has: a replica still running with other
 		// options (during a rolling update) then finds its names too,
 		// rather than the two rewriting the Secret in turn. The next
 		// renewal drops the names no replica asks for.
-		names = p.names.union(leaf)
+		names = d.names.union(d.leaf)
 	}
-	if issue {
-		kp, err := issueServing(signing, names, now, p.validity)
-		if err != nil {
-			return plan{}, err
-		}
-		if keyPEM, err = encodeKey(kp.key); err != nil {
-			return plan{}, err
-		}
-		certPEM, leaf = encodeCert(kp.cert), kp.cert
+	if !d.issue {
+		return nil
 	}
+	kp, err := issueServing(d.signing, names, d.now, d.validity)
+	if err != nil {
+		return err
+	}
+	if d.keyPEM, err = encodeKey(kp.key); err != nil {
+		return err
+	}
+	d.certPEM, d.leaf = encodeCert(kp.cert), kp.cert
+	return nil
+}
 
-	// When to look again: the next renewal, CA rotation, CA expiry or end
-	// of the propagation delay. Without a known trust time, the switch
-	// waits for an injection pass, which asks for a decision itself.
-	next := renewAt(signing.cert)
-	if waiting {
-		next = earliest(next, leaf.NotAfter)
-		if !trustedSince.IsZero() {
-			next = earliest(next, gate)
+// nextLook is when to look again: the next renewal, CA rotation, CA
+// expiry or end of the propagation delay. Without a known trust time, the
+// switch waits for an injection pass, which asks for a decision itself.
+func (d *decision) nextLook() time.Time {
+	next := renewAt(d.signing.cert)
+	if d.waiting {
+		next = earliest(next, d.leaf.NotAfter)
+		if !d.trustedSince.IsZero() {
+			next = earliest(next, d.gate)
 		}
 	} else {
-		next = earliest(next, renewAt(leaf))
+		next = earliest(next, renewAt(d.leaf))
 	}
-	for _, c := range cas {
+	for _, c := range d.cas {
 		next = earliest(next, c.NotAfter)
 	}
-	out.next = next
-
-	bundle := encodeBundle(cas)
-	if !issue && !newCA && bytes.Equal(bundle, s.data[KeyCABundle]) {
-		return out, nil
-	}
-	if len(out.reasons) == 0 {
-		because("ca.crt is not in canonical form")
-	}
-	out.data = map[string][]byte{
-		KeyServingCert: certPEM,
-		KeyServingKey:  keyPEM,
-		KeyCABundle:    bundle,
-		KeyCAKey:       caKey,
-	}
-	return out, nil
+	return next
 }
 
 func laterOf(a, b time.Time) time.Time {

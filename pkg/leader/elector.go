@@ -201,25 +201,13 @@ func (e *Elector) Run(ctx context.Context, onStartedLeading func(ctx context.Con
 	}
 
 	logger := klog.FromContext(ctx).WithValues("lease", e.lock.Describe(), "identity", e.opts.Identity)
-	lost := func() error {
-		logger.Error(nil, "Lost the leader lease; stopping at once")
-		return fmt.Errorf("%w: lease %s not renewed by %s", ErrLeaseLost, e.lock.Describe(), e.opts.Identity)
-	}
-
 	// The elector runs on a context of its own, cancelled only by us: while
 	// the work drains after ctx ends, the leader must go on renewing.
 	// context.WithoutCancel keeps ctx's values (the logger).
 	electorCtx, stopElector := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopElector()
 
-	var (
-		mu       sync.Mutex
-		stopping bool // ctx ended: work that has not started must not start
-		working  bool // onStartedLeading was called
-		// workEnded receives, when onStartedLeading returns, its error and
-		// whether leadership had ended by then.
-		workEnded = make(chan workResult, 1)
-	)
+	t := &term{workEnded: make(chan workResult, 1)}
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:          e.lock,
 		LeaseDuration: e.opts.LeaseDuration,
@@ -233,81 +221,112 @@ func (e *Elector) Run(ctx context.Context, onStartedLeading func(ctx context.Con
 		// timeout: too late to exit before a standby takes over. Without it,
 		// LeaderElector.Run returns as soon as renewal gives up.
 		ReleaseOnCancel: false,
-		Callbacks: leaderelection.LeaderCallbacks{
-			// leading ends when renewal gives up or electorCtx ends. It
-			// runs in a goroutine of client-go's.
-			OnStartedLeading: func(leading context.Context) {
-				mu.Lock()
-				if stopping {
-					mu.Unlock()
-					return
-				}
-				working = true
-				mu.Unlock()
-				logger.Info("Became the leader")
-				close(e.elected)
-				workCtx, cancel := context.WithCancel(leading)
-				stopOnCtx := context.AfterFunc(ctx, cancel)
-				err := onStartedLeading(workCtx)
-				stopOnCtx()
-				cancel()
-				workEnded <- workResult{err: err, leadershipEnded: leading.Err() != nil}
-			},
-			// Called on every exit of LeaderElector.Run, lost lease or
-			// graceful stop alike, even if this replica never led. Run tells
-			// them apart below: the elector stops on its own (electorCtx
-			// still live) only when renewal failed.
-			OnStoppedLeading: func() {},
-			OnNewLeader: func(identity string) {
-				if identity != e.opts.Identity {
-					logger.Info("Observed a new leader", "leader", identity)
-				}
-			},
-		},
+		Callbacks:       e.callbacks(ctx, logger, t, onStartedLeading),
 	})
 	if err != nil {
 		return fmt.Errorf("leader election: %w", err) // Validate should have caught it
 	}
 	e.health.SetLeaderElection(le)
 
-	var workErr error
 	electorDone := make(chan struct{})
 	go func() {
 		defer close(electorDone)
 		le.Run(electorCtx)
 	}()
-
-	select {
-	case <-electorDone:
-		return lost()
-	case work := <-workEnded:
-		if ctx.Err() == nil {
-			if work.leadershipEnded {
-				return lost()
-			}
-			logger.Error(work.err, "The leader's work returned while still leading")
-			e.stop(logger, stopElector, electorDone, work.err)
-			return errors.Join(ErrCallbackReturned, work.err)
-		}
-		// ctx ended and the work has already stopped: a graceful stop.
-		workErr = work.err
-	case <-ctx.Done():
-		mu.Lock()
-		stopping = true
-		wasWorking := working
-		mu.Unlock()
-		if wasWorking {
-			logger.Info("Stopping: waiting for the leader's work to end before releasing the lease")
-			select {
-			case work := <-workEnded:
-				workErr = work.err
-			case <-electorDone:
-				return lost() // lost while draining
-			}
-		}
+	workErr, err := e.end(ctx, logger, t, electorDone)
+	if err != nil {
+		return err
 	}
 	e.stop(logger, stopElector, electorDone, workErr)
 	return workErr
+}
+
+// term is one Run's state, shared between Run and the goroutine client-go
+// runs OnStartedLeading in.
+type term struct {
+	mu       sync.Mutex
+	stopping bool // ctx ended: work that has not started must not start
+	working  bool // onStartedLeading was called
+	// workEnded receives, when onStartedLeading returns, its error and
+	// whether leadership had ended by then.
+	workEnded chan workResult
+}
+
+// callbacks are client-go's callbacks for one Run: the work starts on
+// leading, unless ctx has ended, and its end is sent to t.workEnded.
+func (e *Elector) callbacks(ctx context.Context, logger klog.Logger, t *term, onStartedLeading func(context.Context) error) leaderelection.LeaderCallbacks {
+	return leaderelection.LeaderCallbacks{
+		// leading ends when renewal gives up or the elector's context
+		// ends. It runs in a goroutine of client-go's.
+		OnStartedLeading: func(leading context.Context) {
+			t.mu.Lock()
+			if t.stopping {
+				t.mu.Unlock()
+				return
+			}
+			t.working = true
+			t.mu.Unlock()
+			logger.Info("Became the leader")
+			close(e.elected)
+			workCtx, cancel := context.WithCancel(leading)
+			stopOnCtx := context.AfterFunc(ctx, cancel)
+			err := onStartedLeading(workCtx)
+			stopOnCtx()
+			cancel()
+			t.workEnded <- workResult{err: err, leadershipEnded: leading.Err() != nil}
+		},
+		// Called on every exit of LeaderElector.Run, lost lease or graceful
+		// stop alike, even if this replica never led. Run tells them apart:
+		// the elector stops on its own (its context still live) only when
+		// renewal failed.
+		OnStoppedLeading: func() {},
+		OnNewLeader: func(identity string) {
+			if identity != e.opts.Identity {
+				logger.Info("Observed a new leader", "leader", identity)
+			}
+		},
+	}
+}
+
+// end waits for the term to end: ctx ending (then for the work, if it
+// started), the work returning, or the elector stopping on its own. It
+// returns the work's error, joined with ErrCallbackReturned when it
+// returned while leading; or, in err, ErrLeaseLost when leadership was
+// lost, for Run to return at once without releasing anything.
+func (e *Elector) end(ctx context.Context, logger klog.Logger, t *term, electorDone <-chan struct{}) (workErr, err error) {
+	lost := func() error {
+		logger.Error(nil, "Lost the leader lease; stopping at once")
+		return fmt.Errorf("%w: lease %s not renewed by %s", ErrLeaseLost, e.lock.Describe(), e.opts.Identity)
+	}
+	select {
+	case <-electorDone:
+		return nil, lost()
+	case work := <-t.workEnded:
+		if ctx.Err() == nil {
+			if work.leadershipEnded {
+				return nil, lost()
+			}
+			logger.Error(work.err, "The leader's work returned while still leading")
+			return errors.Join(ErrCallbackReturned, work.err), nil
+		}
+		// ctx ended and the work has already stopped: a graceful stop.
+		return work.err, nil
+	case <-ctx.Done():
+		t.mu.Lock()
+		t.stopping = true
+		wasWorking := t.working
+		t.mu.Unlock()
+		if !wasWorking {
+			return nil, nil
+		}
+		logger.Info("Stopping: waiting for the leader's work to end before releasing the lease")
+		select {
+		case work := <-t.workEnded:
+			return work.err, nil
+		case <-electorDone:
+			return nil, lost() // lost while draining
+		}
+	}
 }
 
 // workResult is how onStartedLeading ended.
