@@ -4,8 +4,9 @@
 //
 // Manager piece replaced: controller-runtime's webhook.CustomDefaulter and
 // webhook.CustomValidator (registered with builder.WebhookManagedBy), and the
-// admission.Decoder they decode requests with. Where controller-runtime
-// defaults the object and then diffs it with gomodules.xyz/jsonpatch, this
-// package carries a small JSON diff (jsonpatch.go) that writes the RFC 6902
-// patch the API server applies.
+// admission.Decoder they decode requests with. As controller-runtime does,
+// it defaults the object and diffs it with gomodules.xyz/jsonpatch into the
+// RFC 6902 patch the API server applies; then it keeps only the operations
+// at paths that defaulting changed (defaultingPatch), where
+// controller-runtime drops only the removals.
 package admission

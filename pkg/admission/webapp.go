@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 
+	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -145,7 +146,7 @@ func (d *Defaulter) Review(req *admissionv1.AdmissionRequest) *admissionv1.Admis
 // comparing the undefaulted and defaulted encodings at each operation's path
 // tells them apart. controller-runtime drops every "remove" for the first
 // reason; this drops the other two as well.
-func defaultingPatch(raw []byte, before, after *handrollv1.WebApp) ([]Operation, error) {
+func defaultingPatch(raw []byte, before, after *handrollv1.WebApp) ([]jsonpatch.Operation, error) {
 	beforeJSON, err := json.Marshal(before)
 	if err != nil {
 		return nil, err
@@ -154,7 +155,7 @@ func defaultingPatch(raw []byte, before, after *handrollv1.WebApp) ([]Operation,
 	if err != nil {
 		return nil, err
 	}
-	ops, err := CreateJSONPatch(raw, afterJSON)
+	ops, err := jsonpatch.CreatePatch(raw, afterJSON)
 	if err != nil {
 		return nil, err
 	}

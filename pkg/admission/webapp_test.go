@@ -499,7 +499,7 @@ func TestExplicitInvalidValuesAreRefusedNotDefaulted(t *testing.T) {
 			obj := webApp(validSpec + "," + tc.spec)
 			for _, op := range []admissionv1.Operation{admissionv1.Create, admissionv1.Update} {
 				resp := review(t, srv, DefaulterPath, webAppRequest(op, obj))
-				var ops []Operation
+				var ops []struct{ Path string }
 				if err := json.Unmarshal(resp.Patch, &ops); len(resp.Patch) > 0 && err != nil {
 					t.Fatalf("%s: patch %s: %v", op, resp.Patch, err)
 				}
