@@ -246,7 +246,7 @@ func merge(spans []span) []span {
 	return out
 }
 
-const header = `# Side by side: handroll and its controller-runtime twin
+var header = `# Side by side: handroll and its controller-runtime twin
 
 Generated from the code by ` + "`make side-by-side`" + ` (` + "`go run ./hack/sidebyside -w`" + `):
 do not edit it by hand; test/docs fails while this page and the code
@@ -258,7 +258,20 @@ for one thing the operator does, handroll first, with the lines it takes. A
 line counts when it holds Go code, as in [lines.md](lines.md): blank lines
 and comments do not count, and each line is counted in one step only.
 
+A block of code is shown where it is short enough to read beside its
+twin's: at most ` + fmt.Sprint(inlineLimit) + ` lines, and at most ` + fmt.Sprint(sideBudget) + ` of one side in one step.
+Anything longer is a link to its lines in the source, with its length, so
+that the page reads in one sitting and the code stays one click away.
+
 `
+
+// inlineLimit is the longest block, in lines of the file, shown on the
+// page, and sideBudget the most lines of one side shown in one step; what
+// does not fit is linked.
+const (
+	inlineLimit = 16
+	sideBudget  = 20
+)
 
 func write(pairs []resolvedPair, counts *lineCounts) ([]byte, error) {
 	var b strings.Builder
@@ -315,11 +328,12 @@ func write(pairs []resolvedPair, counts *lineCounts) ([]byte, error) {
 					fmt.Fprintf(&b, " %s", sd.note)
 				}
 				b.WriteString("\n\n")
+				budget := sideBudget
 				for _, bl := range sd.blocks {
-					writeBlock(&b, "", bl)
+					writeBlock(&b, "", bl, &budget)
 				}
 				for _, bl := range sd.fields {
-					writeBlock(&b, "In the `"+p.options.typ+"` literal: ", bl)
+					writeBlock(&b, "In the `"+p.options.typ+"` literal: ", bl, &budget)
 				}
 			}
 		}
@@ -328,19 +342,28 @@ func write(pairs []resolvedPair, counts *lineCounts) ([]byte, error) {
 	return []byte(out), nil
 }
 
-// writeBlock writes bl's lines as a Go code block under a link to them.
-func writeBlock(b *strings.Builder, prefix string, bl block) {
-	code := bl.src.snippet(bl.sp)
-	fence := "```"
-	for strings.Contains(code, fence) {
-		fence += "`"
-	}
+// writeBlock writes a link to bl's lines and, when there are at most
+// inlineLimit of them and budget (what is left of the side's sideBudget in
+// the step) holds them, the lines as a Go code block.
+func writeBlock(b *strings.Builder, prefix string, bl block, budget *int) {
 	lines, anchor := fmt.Sprint(bl.sp.from), fmt.Sprintf("L%d", bl.sp.from)
 	if bl.sp.to > bl.sp.from {
 		lines += fmt.Sprintf("-%d", bl.sp.to)
 		anchor += fmt.Sprintf("-L%d", bl.sp.to)
 	}
-	fmt.Fprintf(b, "%s[`%s:%s`](../%s#%s)\n\n%sgo\n%s\n%s\n\n", prefix, bl.src.path, lines, bl.src.path, anchor, fence, code, fence)
+	link := fmt.Sprintf("%s[`%s:%s`](../%s#%s)", prefix, bl.src.path, lines, bl.src.path, anchor)
+	n := bl.sp.to - bl.sp.from + 1
+	if n > inlineLimit || n > *budget {
+		fmt.Fprintf(b, "%s: %d lines of code, not shown.\n\n", link, bl.src.count(bl.sp))
+		return
+	}
+	*budget -= n
+	code := bl.src.snippet(bl.sp)
+	fence := "```"
+	for strings.Contains(code, fence) {
+		fence += "`"
+	}
+	fmt.Fprintf(b, "%s\n\n%sgo\n%s\n%s\n\n", link, fence, code, fence)
 }
 
 func plural(n int, one, many string) string {

@@ -38,3 +38,35 @@ func TestSideBySideIsCurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestSideBySideReadsInOneSitting: the page stays one a reader goes
+// through in about half an hour: no code block longer than hack/sidebyside
+// shows inline, and the page as a whole within a reading budget. The code
+// left out is linked, line by line.
+func TestSideBySideReadsInOneSitting(t *testing.T) {
+	const (
+		longestBlock = 16   // hack/sidebyside inlineLimit
+		pageBudget   = 1400 // lines of Markdown, code included
+	)
+	p := readDoc(t, "side-by-side.md")
+	if n := len(p.lines); n > pageBudget {
+		t.Errorf("docs/side-by-side.md has %d lines, more than the %d a reading of it may take", n, pageBudget)
+	}
+	open := -1
+	for i, l := range p.lines {
+		if !strings.HasPrefix(l, "```") {
+			continue
+		}
+		if open < 0 {
+			open = i
+			continue
+		}
+		if n := i - open - 1; n > longestBlock {
+			t.Errorf("docs/side-by-side.md:%d: a block of %d lines, longer than the %d shown inline", open+1, n, longestBlock)
+		}
+		open = -1
+	}
+	if links := strings.Count(p.text, "lines of code, not shown."); links == 0 {
+		t.Error("docs/side-by-side.md links no block: is every block of code shown whole again?")
+	}
+}
