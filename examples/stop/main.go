@@ -69,7 +69,6 @@ func main() {
 	check(err)
 	client := kubernetes.NewForConfigOrDie(cfg)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
 
 	opts := leader.DefaultOptions() // ReleaseOnCancel among them
 	opts.LeaseName, opts.LeaseNamespace, opts.Identity = *lease, *namespace, *id
@@ -129,6 +128,7 @@ func main() {
 		}
 		return err
 	})
+	stop()
 	say("Run returned: %v", err)
 	if err != nil {
 		os.Exit(1) // at once: what is still running goes with the process
