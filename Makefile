@@ -315,8 +315,9 @@ test-real: testbin $(HELM) ## Run handroll in real containers on the local clust
 test-twin: testbin ## Run handroll's behaviour scenarios against the controller-runtime twin (hack/compare).
 	hack/compare/test-twin.sh
 
-# Not part of `make test`: it takes long (the default plan is estimated at
-# 55 minutes on 2 cores) and its numbers are a report, not a pass/fail.
+# Not part of `make test`: it takes long (the default plan, with the
+# cluster's controllers, about two hours on 2 cores) and its numbers are a
+# report, not a pass/fail.
 # BENCH_FLAGS, e.g. "-n 300 -rounds 3" or "-plan" (print the plan and its
 # estimate, run nothing); `go run ./hack/bench -h`.
 BENCH_FLAGS ?=

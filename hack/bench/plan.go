@@ -204,12 +204,19 @@ const (
 	estBuild         = 45 * time.Second
 	estSetup         = 15 * time.Second
 	estFailoverTrial = 6 * time.Second
-	// estControllersFactor is how much longer every measurement takes with
-	// the cluster's controllers (-controllers): each WebApp also costs a
+	// With the cluster's controllers (-controllers) each WebApp also costs a
 	// ReplicaSet and a pod, scheduled, started by kwok and reported ready,
-	// and deleted again in the wipe, by processes on the same cores.
-	estControllersFactor = 1.5
+	// then deleted again by the garbage collector in the wipe, all on the
+	// same cores: the cluster sets a pace no contender beats. Fitted to the
+	// default plan's run (docs/benchmarks.md): about 10 WebApps/s to
+	// converge, at every size and for every contender, floor included, and
+	// 23 WebApps/s to wipe.
+	estClusterRate     = 10.0
+	estClusterWipeRate = 23.0
 )
+
+// estModel is the cost model of one plan.
+type estModel struct{ controllers bool }
 
 func perSecond(n float64, rate float64) time.Duration {
 	return time.Duration(n / rate * float64(time.Second))
@@ -218,15 +225,24 @@ func perSecond(n float64, rate float64) time.Duration {
 // times is n × d.
 func times(n int, d time.Duration) time.Duration { return time.Duration(n) * d }
 
-// estConverge is the time a contender takes to converge c.N WebApps.
-func estConverge(contender string, c Cell) time.Duration {
-	return perSecond(float64(c.N)*estRequests[contender], min(c.QPS, estServerRate))
+// converge is the time a contender takes to converge c.N WebApps: its
+// requests at what the API server gives it, or the cluster's own pace.
+func (m estModel) converge(contender string, c Cell) time.Duration {
+	d := perSecond(float64(c.N)*estRequests[contender], min(c.QPS, estServerRate))
+	if m.controllers {
+		d = max(d, perSecond(float64(c.N), estClusterRate))
+	}
+	return d
 }
 
-// estMeasurement is what one converge measurement costs beyond converging:
+// measurement is what one converge measurement costs beyond converging:
 // start, creation, settling, clean-up.
-func estMeasurement(n int) time.Duration {
-	return estStart + perSecond(float64(n), estCreateRate) + perSecond(float64(n), estWipeRate) + settleQuiet
+func (m estModel) measurement(n int) time.Duration {
+	wipe := estWipeRate
+	if m.controllers {
+		wipe = estClusterWipeRate
+	}
+	return estStart + perSecond(float64(n), estCreateRate) + perSecond(float64(n), wipe) + settleQuiet
 }
 
 // phases lists the plan's phases with their estimates.
@@ -236,6 +252,7 @@ func (o *options) phases(p Plan, contenders []string) []Phase {
 	}
 	operators := slices.DeleteFunc(slices.Clone(contenders), func(c string) bool { return c == "floor" })
 	rounds := o.rounds
+	m := estModel{controllers: o.controllers}
 	out := []Phase{
 		{Kind: phaseBuild, Name: "build the contenders", EstimatedSeconds: estBuild.Seconds()},
 		{Kind: phaseSetup, Name: "start the control plane, warm the API server up", EstimatedSeconds: estSetup.Seconds()},
@@ -244,7 +261,7 @@ func (o *options) phases(p Plan, contenders []string) []Phase {
 		objects := float64(3 * o.unrelated)
 		est := 2 * perSecond(objects, estUnrelatedRate)
 		for _, name := range operators {
-			est += times(rounds, estConverge(name, *c)+estMeasurement(c.N))
+			est += times(rounds, m.converge(name, *c)+m.measurement(c.N))
 		}
 		out = append(out, Phase{Kind: phaseUnrelated, Cell: c, EstimatedSeconds: est.Seconds(),
 			Name: fmt.Sprintf("unrelated objects: %d each of ConfigMaps, Deployments, Services; converge %s", o.unrelated, c)})
@@ -253,7 +270,7 @@ func (o *options) phases(p Plan, contenders []string) []Phase {
 		var est time.Duration
 		idle := slices.Contains(p.IdleCells, c)
 		for _, name := range contenders {
-			est += estConverge(name, c) + estMeasurement(c.N)
+			est += m.converge(name, c) + m.measurement(c.N)
 			if name != "floor" {
 				est += estColdStart + o.coldWindow
 				if idle {
@@ -271,7 +288,7 @@ func (o *options) phases(p Plan, contenders []string) []Phase {
 	for _, c := range p.Backlog {
 		var est time.Duration
 		for _, name := range operators {
-			est += estConverge(name, c) + estMeasurement(c.N) + times(o.edits, o.editInterval)
+			est += m.converge(name, c) + m.measurement(c.N) + times(o.edits, o.editInterval)
 		}
 		out = append(out, Phase{Kind: phaseBacklog, Cell: &c, EstimatedSeconds: times(rounds, est).Seconds(),
 			Name: fmt.Sprintf("live edits while a backlog drains: %s, %d edits", c, o.edits)})
@@ -282,7 +299,7 @@ func (o *options) phases(p Plan, contenders []string) []Phase {
 		var est time.Duration
 		variants := 0
 		for _, name := range operators {
-			est += estConverge(name, *c) + perSecond(float64(c.N), estCreateRate)
+			est += m.converge(name, *c) + perSecond(float64(c.N), estCreateRate)
 			variants++
 			if name == "handroll" {
 				variants++ // without warm standby
@@ -291,13 +308,6 @@ func (o *options) phases(p Plan, contenders []string) []Phase {
 		est += times(rounds*2*variants, estFailoverTrial)
 		out = append(out, Phase{Kind: phaseFailover, Cell: c, EstimatedSeconds: est.Seconds(),
 			Name: fmt.Sprintf("failover: %s, %d variants × SIGKILL, SIGTERM", c, variants)})
-	}
-	if o.controllers {
-		for i := range out {
-			if out[i].Kind != phaseBuild && out[i].Kind != phaseSetup {
-				out[i].EstimatedSeconds *= estControllersFactor
-			}
-		}
 	}
 	return out
 }

@@ -184,10 +184,11 @@ func cacheShare(peak, baseline int64) float64 { return mib(peak - baseline) }
 // shardingPhases is the scenario's plan.
 func (o *options) shardingPhases() []Phase {
 	c := Cell{N: o.shardingN, Regime: o.shardingRegime}
-	one := estConverge(contenderHandroll, c)
+	m := estModel{controllers: o.controllers}
+	one := m.converge(contenderHandroll, c)
 	// Three budgets, less the median imbalance of 600 uids (docs/sharding.md).
 	three := time.Duration(float64(one) / shardingReplicas * 1.05)
-	round := 2*(estStart+shardingIdleWindow) + 2*estMeasurement(c.N) + one + three
+	round := 2*(estStart+shardingIdleWindow) + 2*m.measurement(c.N) + one + three
 	est := estStart + shardingIdleWindow + times(o.shardingRounds, round)
 	return []Phase{
 		{Kind: phaseBuild, Name: "build handroll and the floor", EstimatedSeconds: estBuild.Seconds()},
