@@ -120,7 +120,9 @@ func startSharded(ctx context.Context, p *process) error {
 	p.health.AddLivenessCheck(coordinator.HealthCheck())
 	cacheCtx, stopEvents := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopEvents()
-	p.broadcaster.StartRecordingToSink(cacheCtx.Done())
+	if err := startEventWriter(cacheCtx, p.broadcaster, p.eventSink); err != nil {
+		return fmt.Errorf("step 7, events: %w", err)
+	}
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	election := make(chan error, 1)

@@ -228,7 +228,9 @@ func runLeader(ctx context.Context, p *process) error {
 	// election; without, only the leader, in step 11.
 	cacheCtx, stopCache := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopCache()
-	p.broadcaster.StartRecordingToSink(cacheCtx.Done())
+	if err := startEventWriter(cacheCtx, p.broadcaster, p.eventSink); err != nil {
+		return fmt.Errorf("step 7, events: %w", err)
+	}
 	syncCaches := func(ctx context.Context) error { return syncLeaderCaches(ctx, caches, cacheCtx.Done(), p.o) }
 	if warm {
 		if err := syncCaches(ctx); err != nil {

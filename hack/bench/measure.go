@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
+	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -81,6 +85,13 @@ func (b *bench) converge(ctx context.Context, c contender, run convergeRun) (_ C
 	if !c.operator {
 		extra = []string{"--wait-for-sigusr1"}
 	}
+	pprofAddr := ""
+	if b.o.heapProfiles && c.operator {
+		if pprofAddr, err = freeAddr(); err != nil {
+			return s, nil, err
+		}
+		extra = append(extra, "--pprof-bind-address="+pprofAddr)
+	}
 	args := b.args(c, run.cell.Regime, extra...)
 	p, err := launch(c.name, c.bin, args, b.logDir)
 	if err != nil {
@@ -144,6 +155,11 @@ func (b *bench) converge(ctx context.Context, c contender, run convergeRun) (_ C
 		return s, nil, err
 	}
 	s.ConvergedLiveHeapBytes, _ = p.liveHeap()
+	if pprofAddr != "" {
+		if err := saveHeapProfile(ctx, pprofAddr, strings.TrimSuffix(p.logPath, ".log")+".heap.pb.gz"); err != nil {
+			return s, nil, err
+		}
+	}
 	readyNote := ""
 	if s.ReadyAllSeconds > 0 {
 		readyNote = ", Ready in " + formatSeconds(s.ReadyAllSeconds)
@@ -263,6 +279,29 @@ func (b *bench) settle(ctx context.Context, p *proc) (map[string]float64, error)
 		last = now
 	}
 	return last, nil
+}
+
+// saveHeapProfile writes the in-use heap, after a collection, of the
+// process serving pprof at addr to path (go tool pprof reads it).
+func saveHeapProfile(ctx context.Context, addr, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/debug/pprof/heap?gc=1", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("heap profile: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("heap profile: %s", resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(f, resp.Body)
+	return errors.Join(err, f.Close())
 }
 
 // warmUp has the floor converge a few WebApps before anything is measured:

@@ -212,7 +212,7 @@ func TrimMetadata(obj any) (any, error) {
 	if !ok {
 		return obj, nil // a tombstone, or not ours to trim
 	}
-	r := &Ref{Namespace: m.Namespace, Name: m.Name, ResourceVersion: m.ResourceVersion}
+	r := &Ref{Namespace: intern(m.Namespace), Name: m.Name, ResourceVersion: m.ResourceVersion}
 	if ref := metav1.GetControllerOfNoCopy(m); ref != nil {
 		r.ControllerUID = ref.UID
 	}

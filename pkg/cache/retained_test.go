@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+	"unsafe"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -134,4 +135,45 @@ func BenchmarkDecodeAndTrimChild(b *testing.B) {
 		decodeAndTrim(b, served[i%n][i%3])
 	}
 	runtime.KeepAlive(cached)
+}
+
+// TestTrimmedChildrenShareRepeatedStrings: two WebApps' children, decoded
+// apart, keep one copy of the strings every child repeats (label keys, the
+// managed-by value, the owner's kind), and each its own instance name.
+func TestTrimmedChildrenShareRepeatedStrings(t *testing.T) {
+	decode := func(i int) *appsv1.Deployment {
+		obj, _, err := protobufCodec.Decode(servedChildren(t, i)[0], nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		trimmed, err := handrollcache.TrimChild(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return trimmed.(*appsv1.Deployment)
+	}
+	a, b := decode(1), decode(31) // the same namespace
+	keyOf := func(m map[string]string, key string) string {
+		for k := range m {
+			if k == key {
+				return k
+			}
+		}
+		t.Fatalf("no label %s in %v", key, m)
+		return ""
+	}
+	same := func(what, x, y string) {
+		t.Helper()
+		if unsafe.StringData(x) != unsafe.StringData(y) {
+			t.Errorf("%s: two copies of %q", what, x)
+		}
+	}
+	same("label key", keyOf(a.Labels, webapp.LabelManagedBy), keyOf(b.Labels, webapp.LabelManagedBy))
+	same("label value", a.Labels[webapp.LabelManagedBy], b.Labels[webapp.LabelManagedBy])
+	same("selector key", keyOf(a.Spec.Selector.MatchLabels, webapp.LabelName), keyOf(b.Spec.Selector.MatchLabels, webapp.LabelName))
+	same("owner kind", a.OwnerReferences[0].Kind, b.OwnerReferences[0].Kind)
+	same("namespace", a.Namespace, b.Namespace)
+	if a.Labels[webapp.LabelInstance] == b.Labels[webapp.LabelInstance] {
+		t.Errorf("two WebApps with one instance label %q", a.Labels[webapp.LabelInstance])
+	}
 }

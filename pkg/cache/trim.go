@@ -47,9 +47,12 @@ func TrimChild(obj any) (any, error) {
 func trimMeta(m *metav1.ObjectMeta) metav1.ObjectMeta {
 	annotations := m.Annotations
 	delete(annotations, lastApplied)
+	internLabels(m.Labels)
+	internKeys(annotations)
+	internOwners(m.OwnerReferences)
 	return metav1.ObjectMeta{
 		Name:              m.Name,
-		Namespace:         m.Namespace,
+		Namespace:         intern(m.Namespace),
 		UID:               m.UID,
 		ResourceVersion:   m.ResourceVersion,
 		Generation:        m.Generation,
@@ -71,6 +74,12 @@ func trimDeployment(d *appsv1.Deployment) *appsv1.Deployment {
 	tmplLabels := tmpl.Labels
 	if maps.Equal(tmplLabels, meta.Labels) {
 		tmplLabels = meta.Labels
+	} else {
+		internLabels(tmplLabels)
+	}
+	internKeys(tmpl.Annotations)
+	if d.Spec.Selector != nil {
+		internLabels(d.Spec.Selector.MatchLabels)
 	}
 	out := &appsv1.Deployment{
 		TypeMeta:   d.TypeMeta,
@@ -146,6 +155,7 @@ func trimVolumes(in []corev1.Volume) []corev1.Volume {
 // drops the rest of the spec (cluster IPs, IP families, policies: server
 // defaults) and the status. The directory reads only the owner.
 func trimService(s *corev1.Service) *corev1.Service {
+	internLabels(s.Spec.Selector)
 	return &corev1.Service{
 		TypeMeta:   s.TypeMeta,
 		ObjectMeta: trimMeta(&s.ObjectMeta),
