@@ -459,16 +459,40 @@ func (r *Reconciler) updateStatus(ctx context.Context, w *handrollv1.WebApp, obs
 		r.recent.movedFrom(key, cached.ResourceVersion)
 	}
 
-	was := meta.FindStatusCondition(w.Status.Conditions, handrollv1.ConditionReady)
-	now_ := meta.FindStatusCondition(status.Conditions, handrollv1.ConditionReady)
-	if now_ != nil && (was == nil || was.Status != now_.Status) {
-		if now_.Status == metav1.ConditionTrue {
-			r.Recorder.Eventf(w, nil, corev1.EventTypeNormal, EventReady, "Reconcile", "%s", now_.Message)
-		} else if was != nil {
-			r.Recorder.Eventf(w, nil, corev1.EventTypeWarning, EventNotReady, "Reconcile", "%s: %s", now_.Reason, now_.Message)
-		}
+	if typ, reason, note, ok := ReadinessEvent(w.Status.Conditions, status.Conditions); ok {
+		r.Recorder.Eventf(w, nil, typ, reason, "Reconcile", "%s", note)
 	}
 	return nil
+}
+
+// ReadinessEvent is the event, if any, for the Ready condition going from
+// was to now. A WebApp that stops being Ready for a reason a person may
+// have to act on (its pods lost, a rollout past its deadline, a child
+// taken or refused) gets a NotReady Warning, and a Ready event once it
+// recovers. Not being Ready yet because pods are rolling out (a new
+// WebApp, an update, a scale) or a child is being created is not one: the
+// Progressing condition reports it, and a Warning for every update would
+// page someone for a routine change. So a new WebApp gets one event,
+// Created.
+func ReadinessEvent(was, now []metav1.Condition) (typ, reason, note string, ok bool) {
+	before := meta.FindStatusCondition(was, handrollv1.ConditionReady)
+	after := meta.FindStatusCondition(now, handrollv1.ConditionReady)
+	switch {
+	case before == nil || after == nil:
+		// The first status: a child refused or taken has its own Warning.
+		return "", "", "", false
+	case after.Status == metav1.ConditionTrue && warned(before):
+		return corev1.EventTypeNormal, EventReady, after.Message, true
+	case warned(after) && !warned(before):
+		return corev1.EventTypeWarning, EventNotReady, after.Reason + ": " + after.Message, true
+	}
+	return "", "", "", false
+}
+
+// warned tells whether Ready says False for a reason worth a Warning: not
+// a rollout under way, nor a child about to be created.
+func warned(ready *metav1.Condition) bool {
+	return ready.Status == metav1.ConditionFalse && ready.Reason != ReasonRollingOut && ready.Reason != ReasonPending
 }
 
 func statusApplyConfiguration(st handrollv1.WebAppStatus) *handrollac.WebAppStatusApplyConfiguration {

@@ -158,11 +158,30 @@ func ComputeStatus(w *handrollv1.WebApp, o Observed, now metav1.Time) handrollv1
 	case rolledOut && d.Status.ReadyReplicas >= desired:
 		set(handrollv1.ConditionReady, metav1.ConditionTrue, ReasonAvailable,
 			fmt.Sprintf("%d of %d replicas ready", d.Status.ReadyReplicas, desired))
+	case failed != nil && failed.Status == corev1.ConditionFalse && failed.Reason == ReasonProgressDeadlineExceeded:
+		set(handrollv1.ConditionReady, metav1.ConditionFalse, ReasonRolloutFailed,
+			fmt.Sprintf("%d of %d replicas ready", d.Status.ReadyReplicas, desired))
+	case (replicaFailure == nil || replicaFailure.Status != corev1.ConditionTrue) && rollingOut(d, failed, desired):
+		set(handrollv1.ConditionReady, metav1.ConditionFalse, ReasonRollingOut,
+			fmt.Sprintf("%d of %d replicas ready", d.Status.ReadyReplicas, desired))
 	default:
 		set(handrollv1.ConditionReady, metav1.ConditionFalse, ReasonDeploymentNotReady,
 			fmt.Sprintf("%d of %d replicas ready", d.Status.ReadyReplicas, desired))
 	}
 	return st
+}
+
+// ReasonNewReplicaSetAvailable is the Deployment controller's reason for
+// Progressing once a rollout is complete; it keeps it when pods are lost
+// later.
+const ReasonNewReplicaSetAvailable = "NewReplicaSetAvailable"
+
+// rollingOut tells whether d's pods are being replaced, added or removed:
+// a new WebApp, an update or a scale not yet done, as opposed to pods lost
+// once it was (progressing is d's Progressing condition).
+func rollingOut(d *appsv1.Deployment, progressing *appsv1.DeploymentCondition, desired int32) bool {
+	return d.Status.ObservedGeneration < d.Generation || d.Status.UpdatedReplicas != desired || d.Status.Replicas != desired ||
+		progressing == nil || progressing.Reason != ReasonNewReplicaSetAvailable
 }
 
 func deploymentCondition(d *appsv1.Deployment, t appsv1.DeploymentConditionType) *appsv1.DeploymentCondition {

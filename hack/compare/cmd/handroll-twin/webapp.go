@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -361,14 +360,9 @@ func (r *WebAppReconciler) updateStatus(ctx context.Context, w *handrollv1.WebAp
 		return err
 	}
 
-	was := meta.FindStatusCondition(w.Status.Conditions, handrollv1.ConditionReady)
-	is := meta.FindStatusCondition(status.Conditions, handrollv1.ConditionReady)
-	if is != nil && (was == nil || was.Status != is.Status) {
-		if is.Status == metav1.ConditionTrue {
-			r.Recorder.Eventf(w, nil, corev1.EventTypeNormal, webapp.EventReady, "Reconcile", "%s", is.Message)
-		} else if was != nil {
-			r.Recorder.Eventf(w, nil, corev1.EventTypeWarning, webapp.EventNotReady, "Reconcile", "%s: %s", is.Reason, is.Message)
-		}
+	// The same events as handroll's, decided by the same function.
+	if typ, reason, note, ok := webapp.ReadinessEvent(w.Status.Conditions, status.Conditions); ok {
+		r.Recorder.Eventf(w, nil, typ, reason, "Reconcile", "%s", note)
 	}
 	return nil
 }
