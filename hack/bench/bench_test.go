@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/xml"
 	"errors"
 	"io"
@@ -15,7 +16,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
@@ -725,5 +728,30 @@ func TestTrackerReady(t *testing.T) {
 	}
 	if r.readyLags[0] < 20*time.Millisecond || r.readyLags[1] != 0 {
 		t.Errorf("lags %v: want the first at least 20ms, the second 0", r.readyLags)
+	}
+}
+
+// A DeleteCollection the API server timed out on is called again until it
+// returns anything else.
+func TestUntilDone(t *testing.T) {
+	calls := 0
+	timeout := apierrors.NewTimeoutError("the server was unable to return a response in the time allotted", 0)
+	err := untilDone(context.Background(), func() error {
+		calls++
+		switch calls {
+		case 1:
+			return timeout
+		case 2:
+			return apierrors.NewServerTimeout(schema.GroupResource{Resource: "webapps"}, "delete", 1)
+		}
+		return nil
+	})
+	if err != nil || calls != 3 {
+		t.Errorf("untilDone: %v after %d calls, want nil after 3", err, calls)
+	}
+	refused := apierrors.NewForbidden(schema.GroupResource{Resource: "webapps"}, "", errors.New("no"))
+	calls = 0
+	if err := untilDone(context.Background(), func() error { calls++; return refused }); !apierrors.IsForbidden(err) || calls != 1 {
+		t.Errorf("untilDone: %v after %d calls, want the refusal after 1", err, calls)
 	}
 }

@@ -226,7 +226,7 @@ func (c *cluster) wipe(ctx context.Context, namespaces []string) error {
 		func(ns string) error { return c.deleteServices(ctx, ns) },
 	}
 	err = errors.Join(err, forEach(len(namespaces)*len(kinds), func(i int) error {
-		return kinds[i%len(kinds)](namespaces[i/len(kinds)])
+		return untilDone(ctx, func() error { return kinds[i%len(kinds)](namespaces[i/len(kinds)]) })
 	}))
 	if err != nil {
 		return fmt.Errorf("cleaning up: %w", err)
@@ -237,6 +237,19 @@ func (c *cluster) wipe(ctx context.Context, namespaces []string) error {
 		return fmt.Errorf("deleting the directory ConfigMaps: %w", err)
 	}
 	return c.podsGone(ctx, namespaces)
+}
+
+// untilDone calls del again while the API server answers that it ran out
+// of time: a DeleteCollection of a thousand WebApps outlasts its 60 s
+// request timeout, and the server goes on deleting; each call deletes what
+// is left.
+func untilDone(ctx context.Context, del func() error) error {
+	for {
+		err := del()
+		if !apierrors.IsTimeout(err) && !apierrors.IsServerTimeout(err) || ctx.Err() != nil {
+			return err
+		}
+	}
 }
 
 // directorySelector selects every part of the directory: the labels of
