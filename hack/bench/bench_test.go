@@ -731,8 +731,8 @@ func TestTrackerReady(t *testing.T) {
 	}
 }
 
-// A DeleteCollection the API server timed out on is called again until it
-// returns anything else.
+// A DeleteCollection that ran out of time is called again, a bounded
+// number of times; a refusal is not.
 func TestUntilDone(t *testing.T) {
 	calls := 0
 	timeout := apierrors.NewTimeoutError("the server was unable to return a response in the time allotted", 0)
@@ -743,11 +743,17 @@ func TestUntilDone(t *testing.T) {
 			return timeout
 		case 2:
 			return apierrors.NewServerTimeout(schema.GroupResource{Resource: "webapps"}, "delete", 1)
+		case 3:
+			return errors.New("stream error: stream ID 24855; INTERNAL_ERROR; received from peer")
 		}
 		return nil
 	})
-	if err != nil || calls != 3 {
-		t.Errorf("untilDone: %v after %d calls, want nil after 3", err, calls)
+	if err != nil || calls != 4 {
+		t.Errorf("untilDone: %v after %d calls, want nil after 4", err, calls)
+	}
+	calls = 0
+	if err := untilDone(context.Background(), func() error { calls++; return timeout }); !apierrors.IsTimeout(err) || calls != deleteTries {
+		t.Errorf("untilDone: %v after %d calls, want the timeout after %d", err, calls, deleteTries)
 	}
 	refused := apierrors.NewForbidden(schema.GroupResource{Resource: "webapps"}, "", errors.New("no"))
 	calls = 0

@@ -239,18 +239,23 @@ func (c *cluster) wipe(ctx context.Context, namespaces []string) error {
 	return c.podsGone(ctx, namespaces)
 }
 
-// untilDone calls del again while the API server answers that it ran out
-// of time: a DeleteCollection of a thousand WebApps outlasts its 60 s
-// request timeout, and the server goes on deleting; each call deletes what
-// is left.
+// untilDone calls del again, up to deleteTries times, while it fails for
+// want of time: a DeleteCollection of a thousand WebApps outlasts the API
+// server's 60 s request timeout, which answers a timeout or resets the
+// HTTP/2 stream, and the server goes on deleting; each call deletes what
+// is left. A refusal (any other answer of the API server) is returned.
 func untilDone(ctx context.Context, del func() error) error {
-	for {
+	for try := 1; ; try++ {
 		err := del()
-		if !apierrors.IsTimeout(err) && !apierrors.IsServerTimeout(err) || ctx.Err() != nil {
+		var status apierrors.APIStatus
+		refused := errors.As(err, &status) && !apierrors.IsTimeout(err) && !apierrors.IsServerTimeout(err)
+		if err == nil || refused || try == deleteTries || ctx.Err() != nil {
 			return err
 		}
 	}
 }
+
+const deleteTries = 10
 
 // directorySelector selects every part of the directory: the labels of
 // pkg/controller/webapp's directoryLabels.
