@@ -123,15 +123,17 @@ func ComputeStatus(w *handrollv1.WebApp, o Observed, now metav1.Time) handrollv1
 		d.Status.UpdatedReplicas == desired &&
 		d.Status.Replicas == desired &&
 		d.Status.AvailableReplicas == desired
-	failed := deploymentCondition(d, appsv1.DeploymentProgressing)
+	progressing := deploymentCondition(d, appsv1.DeploymentProgressing)
+	pastDeadline := progressing != nil && progressing.Status == corev1.ConditionFalse && progressing.Reason == ReasonProgressDeadlineExceeded
 	replicaFailure := deploymentCondition(d, appsv1.DeploymentReplicaFailure)
+	podsRefused := replicaFailure != nil && replicaFailure.Status == corev1.ConditionTrue
 
 	switch {
-	case failed != nil && failed.Status == corev1.ConditionFalse && failed.Reason == ReasonProgressDeadlineExceeded:
-		set(handrollv1.ConditionProgressing, metav1.ConditionFalse, ReasonRolloutFailed, failed.Message)
-		set(handrollv1.ConditionDegraded, metav1.ConditionTrue, ReasonRolloutFailed, failed.Message)
-		stalled(ReasonProgressDeadlineExceeded, failed.Message)
-	case replicaFailure != nil && replicaFailure.Status == corev1.ConditionTrue:
+	case pastDeadline:
+		set(handrollv1.ConditionProgressing, metav1.ConditionFalse, ReasonRolloutFailed, progressing.Message)
+		set(handrollv1.ConditionDegraded, metav1.ConditionTrue, ReasonRolloutFailed, progressing.Message)
+		stalled(ReasonProgressDeadlineExceeded, progressing.Message)
+	case podsRefused:
 		// Pods refused (a quota, say) may still come once room is made;
 		// past the progress deadline the case above takes over.
 		set(handrollv1.ConditionProgressing, metav1.ConditionTrue, ReasonRollingOut, "rolling out")
@@ -158,10 +160,10 @@ func ComputeStatus(w *handrollv1.WebApp, o Observed, now metav1.Time) handrollv1
 	case rolledOut && d.Status.ReadyReplicas >= desired:
 		set(handrollv1.ConditionReady, metav1.ConditionTrue, ReasonAvailable,
 			fmt.Sprintf("%d of %d replicas ready", d.Status.ReadyReplicas, desired))
-	case failed != nil && failed.Status == corev1.ConditionFalse && failed.Reason == ReasonProgressDeadlineExceeded:
+	case pastDeadline:
 		set(handrollv1.ConditionReady, metav1.ConditionFalse, ReasonRolloutFailed,
 			fmt.Sprintf("%d of %d replicas ready", d.Status.ReadyReplicas, desired))
-	case (replicaFailure == nil || replicaFailure.Status != corev1.ConditionTrue) && rollingOut(d, failed, desired):
+	case !podsRefused && rollingOut(d, progressing, desired):
 		set(handrollv1.ConditionReady, metav1.ConditionFalse, ReasonRollingOut,
 			fmt.Sprintf("%d of %d replicas ready", d.Status.ReadyReplicas, desired))
 	default:
