@@ -112,7 +112,7 @@ func New(kube kubernetes.Interface, handroll clientset.Interface, meta metadata.
 			informers.WithNamespace(ns), informers.WithTransform(StripForCache),
 			informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.ShardSelector = o.ShardSelector }))
 		c.children[ns] = kubeinformers.NewSharedInformerFactoryWithOptions(kube, o.SyncPeriod,
-			kubeinformers.WithNamespace(ns), kubeinformers.WithTransform(TrimChild),
+			kubeinformers.WithNamespace(ns), kubeinformers.WithTransform(CompactChild),
 			kubeinformers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = o.ChildSelector }))
 		c.metadata[ns] = metadatainformer.NewFilteredSharedInformerFactory(meta, o.SyncPeriod, ns,
 			func(lo *metav1.ListOptions) { lo.LabelSelector = o.MetadataSelector })
@@ -130,7 +130,7 @@ func New(kube kubernetes.Interface, handroll clientset.Interface, meta metadata.
 		if _, ok := c.factoryNamespace(ns); !ok || operator != o.ChildSelector {
 			c.extraNS = ns
 			c.extra = kubeinformers.NewSharedInformerFactoryWithOptions(kube, o.SyncPeriod,
-				kubeinformers.WithNamespace(ns), kubeinformers.WithTransform(TrimChild),
+				kubeinformers.WithNamespace(ns), kubeinformers.WithTransform(CompactChild),
 				kubeinformers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = operator }))
 		}
 	}

@@ -8,6 +8,7 @@
 // Service and ConfigMap, through the metadata client, with the complement
 // of the children's label selector: each object is cached once), DefaultTransform
 // (managedFields and the last-applied annotation dropped before objects are
-// stored), SyncPeriod — and WaitForCacheSync, with an error that names the
+// stored; the children trimmed to what is read, and kept encoded: Child),
+// SyncPeriod — and WaitForCacheSync, with an error that names the
 // informer that did not sync and the last error its list or watch met.
 package cache

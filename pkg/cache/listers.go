@@ -47,7 +47,7 @@ type deploymentLister struct{ c *Caches }
 func (l deploymentLister) List(sel labels.Selector) ([]*appsv1.Deployment, error) {
 	var out []*appsv1.Deployment
 	for _, ns := range l.c.namespaces {
-		items, err := l.c.children[ns].Apps().V1().Deployments().Lister().List(sel)
+		items, err := l.Deployments(ns).List(sel)
 		if err != nil {
 			return nil, err
 		}
@@ -58,7 +58,7 @@ func (l deploymentLister) List(sel labels.Selector) ([]*appsv1.Deployment, error
 
 func (l deploymentLister) Deployments(namespace string) appslisters.DeploymentNamespaceLister {
 	if key, ok := l.c.factoryNamespace(namespace); ok {
-		return l.c.children[key].Apps().V1().Deployments().Lister().Deployments(namespace)
+		return deploymentsIn{l.c.children[key].Apps().V1().Deployments().Informer().GetIndexer()}.Deployments(namespace)
 	}
 	return emptyNamespace[*appsv1.Deployment]{appsv1.Resource("deployments")}
 }
@@ -68,7 +68,7 @@ type serviceLister struct{ c *Caches }
 func (l serviceLister) List(sel labels.Selector) ([]*corev1.Service, error) {
 	var out []*corev1.Service
 	for _, ns := range l.c.namespaces {
-		items, err := l.c.children[ns].Core().V1().Services().Lister().List(sel)
+		items, err := l.Services(ns).List(sel)
 		if err != nil {
 			return nil, err
 		}
@@ -79,7 +79,7 @@ func (l serviceLister) List(sel labels.Selector) ([]*corev1.Service, error) {
 
 func (l serviceLister) Services(namespace string) corelisters.ServiceNamespaceLister {
 	if key, ok := l.c.factoryNamespace(namespace); ok {
-		return l.c.children[key].Core().V1().Services().Lister().Services(namespace)
+		return servicesIn{l.c.children[key].Core().V1().Services().Informer().GetIndexer()}.Services(namespace)
 	}
 	return emptyNamespace[*corev1.Service]{corev1.Resource("services")}
 }
@@ -89,7 +89,7 @@ type configMapLister struct{ c *Caches }
 func (l configMapLister) List(sel labels.Selector) ([]*corev1.ConfigMap, error) {
 	var out []*corev1.ConfigMap
 	for _, ns := range l.c.configMapNamespaces() {
-		items, err := l.c.configMapInformer(ns).Core().V1().ConfigMaps().Lister().List(sel)
+		items, err := l.ConfigMaps(ns).List(sel)
 		if err != nil {
 			return nil, err
 		}
@@ -100,10 +100,10 @@ func (l configMapLister) List(sel labels.Selector) ([]*corev1.ConfigMap, error) 
 
 func (l configMapLister) ConfigMaps(namespace string) corelisters.ConfigMapNamespaceLister {
 	if namespace != "" && namespace == l.c.extraNS {
-		return l.c.extra.Core().V1().ConfigMaps().Lister().ConfigMaps(namespace)
+		return configMapsIn{l.c.extra.Core().V1().ConfigMaps().Informer().GetIndexer()}.ConfigMaps(namespace)
 	}
 	if key, ok := l.c.factoryNamespace(namespace); ok {
-		return l.c.children[key].Core().V1().ConfigMaps().Lister().ConfigMaps(namespace)
+		return configMapsIn{l.c.children[key].Core().V1().ConfigMaps().Informer().GetIndexer()}.ConfigMaps(namespace)
 	}
 	return emptyNamespace[*corev1.ConfigMap]{corev1.Resource("configmaps")}
 }

@@ -77,7 +77,7 @@ func servedChildren(tb testing.TB, i int) [][]byte {
 
 // BenchmarkTrimmedChildrenRetained reports what the children's caches keep
 // per WebApp (a Deployment, a Service and a ConfigMap, decoded from
-// protobuf as a watch decodes them, then trimmed): the live heap they add,
+// protobuf as a watch decodes them, then CompactChild): the live heap they add,
 // in bytes per WebApp, after a collection.
 func BenchmarkTrimmedChildrenRetained(b *testing.B) {
 	const n = 2000
@@ -105,17 +105,21 @@ func BenchmarkTrimmedChildrenRetained(b *testing.B) {
 }
 
 // decodeAndTrim is what a child's watch event costs the cache: the
-// protobuf decode, then the transform.
+// protobuf decode, then the transform (CompactChild).
 func decodeAndTrim(b *testing.B, data []byte) any {
-	obj, _, err := protobufCodec.Decode(data, nil, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	trimmed, err := handrollcache.TrimChild(obj)
+	trimmed, err := handrollcache.CompactChild(decodeServed(b, data))
 	if err != nil {
 		b.Fatal(err)
 	}
 	return trimmed
+}
+
+func decodeServed(tb testing.TB, data []byte) k8sruntime.Object {
+	obj, _, err := protobufCodec.Decode(data, nil, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return obj
 }
 
 // BenchmarkDecodeAndTrimChild is the cost of one watch event of a child

@@ -8,11 +8,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// TrimChild is the transform of the caches of handroll's children (the
-// Deployments, Services and ConfigMaps labelled as ours): it stores a new,
-// small object holding only what their readers use, and drops server
-// defaults, other managers' fields and most of the status. Other types get
-// StripForCache.
+// TrimChild is the first step of the transform of the caches of handroll's
+// children (the Deployments, Services and ConfigMaps labelled as ours;
+// CompactChild): it makes a new, small object holding only what their
+// readers use, and drops server defaults, other managers' fields and most
+// of the status. Other types get StripForCache.
 //
 // What is kept, and who reads it:
 //

@@ -169,11 +169,19 @@ func mustDecode(t *testing.T, data []byte, into any) {
 	}
 }
 
+// trim is what a lister of the children's caches hands out for obj: the
+// transform (CompactChild), then, for a child a controller owns, its Child
+// decoded.
 func trim(t *testing.T, obj any) any {
 	t.Helper()
-	out, err := handrollcache.TrimChild(obj)
+	out, err := handrollcache.CompactChild(obj)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if c, ok := out.(*handrollcache.Child); ok {
+		if out, err = c.Object(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if reflect.TypeOf(out) != reflect.TypeOf(obj) {
 		t.Fatalf("TrimChild turned a %T into a %T", obj, out)

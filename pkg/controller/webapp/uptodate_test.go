@@ -14,14 +14,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
-	appslisters "k8s.io/client-go/listers/apps/v1"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
+	handrollcache "github.com/handroll/handroll/pkg/cache"
 	"github.com/handroll/handroll/pkg/controller"
 	handrollfake "github.com/handroll/handroll/pkg/generated/clientset/versioned/fake"
 	handrolllisters "github.com/handroll/handroll/pkg/generated/listers/handroll/v1"
@@ -125,27 +124,27 @@ func newUpToDate(tb testing.TB) *upToDate {
 		return cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	}
 	webapps, deployments, services, configMaps := newIndexer(), newIndexer(), newIndexer(), newIndexer()
+	if err := webapps.Add(w); err != nil {
+		tb.Fatal(err)
+	}
 	for _, add := range []struct {
 		indexer cache.Indexer
 		obj     any
 	}{
-		{webapps, w},
 		{deployments, dep},
 		{services, storedService(tb, DesiredService(w))},
 		{configMaps, storedConfigMap(tb, DesiredConfigMap(w))},
 		{configMaps, ref},
 	} {
-		if err := add.indexer.Add(add.obj); err != nil {
-			tb.Fatal(err)
-		}
+		cacheChild(tb, add.indexer, add.obj)
 	}
 	kube, hr := fake.NewClientset(), handrollfake.NewSimpleClientset()
 	return &upToDate{
 		r: &Reconciler{
 			WebApps:     handrolllisters.NewWebAppLister(webapps),
-			Deployments: appslisters.NewDeploymentLister(deployments),
-			Services:    corelisters.NewServiceLister(services),
-			ConfigMaps:  corelisters.NewConfigMapLister(configMaps),
+			Deployments: handrollcache.NewDeploymentLister(deployments),
+			Services:    handrollcache.NewServiceLister(services),
+			ConfigMaps:  handrollcache.NewConfigMapLister(configMaps),
 			Client:      hr,
 			Kube:        kube,
 			Recorder:    events.NewFakeRecorder(100),
@@ -154,6 +153,19 @@ func newUpToDate(tb testing.TB) *upToDate {
 		kube: kube, hr: hr,
 		req:     controller.Request{Namespace: w.Namespace, Name: w.Name},
 		webapps: webapps, deployments: deployments, services: services, configMaps: configMaps,
+	}
+}
+
+// cacheChild stores obj in indexer as a children's cache does: through its
+// transform, so that reads decode what the operator's would.
+func cacheChild(tb testing.TB, indexer cache.Indexer, obj any) {
+	tb.Helper()
+	stored, err := handrollcache.CompactChild(obj)
+	if err == nil {
+		err = indexer.Add(stored)
+	}
+	if err != nil {
+		tb.Fatal(err)
 	}
 }
 
@@ -293,13 +305,14 @@ func TestChildLabelsReachEveryChildButNoPod(t *testing.T) {
 	u.r.ChildLabels = func(*handrollv1.WebApp) map[string]string { return map[string]string{key: value} }
 	for _, ix := range []cache.Indexer{u.deployments, u.services, u.configMaps} {
 		for _, o := range ix.List() {
-			m := o.(metav1.Object)
-			if m.GetLabels()[LabelManagedBy] != ManagedBy {
+			obj := decoded[metav1.Object](t, o)
+			if obj.GetLabels()[LabelManagedBy] != ManagedBy {
 				continue // the referenced ConfigMap is not a child
 			}
-			labels := maps.Clone(m.GetLabels())
+			labels := maps.Clone(obj.GetLabels())
 			labels[key] = value
-			m.SetLabels(labels)
+			obj.SetLabels(labels)
+			cacheChild(t, ix, obj)
 		}
 	}
 	u.reconcile(t)

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
+	handrollcache "github.com/handroll/handroll/pkg/cache"
 )
 
 // applies runs one Reconcile and returns the resources it applied to.
@@ -42,6 +43,18 @@ func cached[T any](t *testing.T, indexer cache.Indexer, key string) T {
 	if err != nil || !ok {
 		t.Fatalf("%s not cached: %v", key, err)
 	}
+	return decoded[T](t, obj)
+}
+
+// decoded is what a lister hands out for obj, held by a children's cache.
+func decoded[T any](t *testing.T, obj any) T {
+	t.Helper()
+	if c, ok := obj.(*handrollcache.Child); ok {
+		var err error
+		if obj, err = c.Object(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return obj.(T)
 }
 
@@ -56,9 +69,7 @@ func TestVerifiedRemembersOnlyAnUnmovedVersion(t *testing.T) {
 	dep := cached[*appsv1.Deployment](t, u.deployments, "ns/shop").DeepCopy()
 	dep.Spec.Template.Spec.Containers[0].Image = "edited:1"
 	dep.ResourceVersion = "2001"
-	if err := u.deployments.Update(dep); err != nil {
-		t.Fatal(err)
-	}
+	cacheChild(t, u.deployments, dep)
 	if got := u.applies(t); len(got) != 1 || got[0] != "deployments" {
 		t.Errorf("after a hand edit of the Deployment's image, applied %v, want [deployments]", got)
 	}
@@ -82,9 +93,7 @@ func TestVerifiedComparesAgainOnNewInputs(t *testing.T) {
 			ref := cached[*corev1.ConfigMap](t, u.configMaps, "ns/shared").DeepCopy()
 			ref.Data = map[string]string{"settings.yaml": "level: debug"}
 			ref.ResourceVersion = "901"
-			if err := u.configMaps.Update(ref); err != nil {
-				t.Fatal(err)
-			}
+			cacheChild(t, u.configMaps, ref)
 		},
 		want: []string{"deployments"},
 	}, {
