@@ -348,8 +348,8 @@ func TestDefaultPlan(t *testing.T) {
 	if !cmp.Equal(kinds, wantKinds) {
 		t.Errorf("phases %v, want %v", kinds, wantKinds)
 	}
-	if est := totalEstimate(phases); est > 2*time.Hour || est < 30*time.Minute {
-		t.Errorf("the default plan is estimated at %s: the bound is two hours", est)
+	if est := totalEstimate(phases); est > 90*time.Minute || est < 30*time.Minute {
+		t.Errorf("the default plan is estimated at %s: it must fit in 90 minutes", est)
 	}
 
 	// '@' overrides the rule; without operators there is no failover phase.
@@ -759,5 +759,19 @@ func TestUntilDone(t *testing.T) {
 	calls = 0
 	if err := untilDone(context.Background(), func() error { calls++; return refused }); !apierrors.IsForbidden(err) || calls != 1 {
 		t.Errorf("untilDone: %v after %d calls, want the refusal after 1", err, calls)
+	}
+}
+
+// The report names the controllers the cluster ran without, and says
+// nothing of them for a run that had them all.
+func TestClusterNoteDisabledControllers(t *testing.T) {
+	if note := clusterNote(5, nil); strings.Contains(note, "--controllers") {
+		t.Errorf("a run with every controller says some were off:\n%s", note)
+	}
+	note := clusterNote(5, clusterDisabledControllers)
+	for _, want := range []string{"`endpoints-controller`, `endpointslice-controller`, `endpointslice-mirroring-controller`", "no contender reads"} {
+		if !strings.Contains(note, want) {
+			t.Errorf("the cluster note lacks %q:\n%s", want, note)
+		}
 	}
 }

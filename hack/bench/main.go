@@ -429,6 +429,7 @@ func benchmark(ctx context.Context, o options, args []string) (err error) {
 	if o.controllers {
 		cpOpts.Nodes = o.fakeNodes()
 		cpOpts.ControllerArgs = clusterControllerArgs
+		cpOpts.DisabledControllers = clusterDisabledControllers
 	}
 	cp, err := controlplane.Start(ctx, cpOpts)
 	if err != nil {
@@ -468,7 +469,7 @@ func benchmark(ctx context.Context, o options, args []string) (err error) {
 		LeaseDuration: leaseDuration.String(), RenewDeadline: renewDeadline.String(), RetryPeriod: retryPeriod.String(),
 	}
 	if o.controllers {
-		res.Config.FakeNodes = cpOpts.Nodes
+		res.Config.FakeNodes, res.Config.DisabledControllers = cpOpts.Nodes, cpOpts.DisabledControllers
 	}
 	for _, s := range o.regimes {
 		res.Config.Regimes = append(res.Config.Regimes, s.Regime)

@@ -331,7 +331,12 @@ func (b *bench) warmUp(ctx context.Context, floor contender, r Regime) (err erro
 // cleanUp ends the tracker's run and empties namespaces.
 func (b *bench) cleanUp(ctx context.Context, namespaces []string) error {
 	b.tracker.end()
-	return b.cluster.wipe(context.WithoutCancel(ctx), namespaces)
+	began := time.Now()
+	if err := b.cluster.wipe(context.WithoutCancel(ctx), namespaces); err != nil {
+		return err
+	}
+	b.logf("wiped in %s", elapsed(time.Since(began)))
+	return nil
 }
 
 // wait waits until done holds for the tracker's run, printing progress

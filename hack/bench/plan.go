@@ -206,13 +206,13 @@ const (
 	estFailoverTrial = 6 * time.Second
 	// With the cluster's controllers (-controllers) each WebApp also costs a
 	// ReplicaSet and a pod, scheduled, started by kwok and reported ready,
-	// then deleted again by the garbage collector in the wipe, all on the
-	// same cores: the cluster sets a pace no contender beats. Fitted to the
-	// default plan's run (docs/benchmarks.md): about 10 WebApps/s to
-	// converge, at every size and for every contender, floor included, and
-	// 23 WebApps/s to wipe.
-	estClusterRate     = 10.0
-	estClusterWipeRate = 23.0
+	// then deleted again in the wipe, all on the same cores: the cluster
+	// sets a pace no contender beats. Fitted to one round at N = 1000 and
+	// 3000 without the endpoints controllers: 13 WebApps/s to converge at
+	// 3000 (the floor 14.6, the twin 12.7; 17 to 18 at 1000), and 60/s to
+	// wipe.
+	estClusterRate     = 13.0
+	estClusterWipeRate = 60.0
 )
 
 // estModel is the cost model of one plan.
@@ -336,6 +336,15 @@ func (o *options) validatePlan() error {
 // 20 would make the cluster's own controllers, not the contenders, set
 // the time to Ready.
 var clusterControllerArgs = []string{"--kube-api-qps=500", "--kube-api-burst=1000"}
+
+// clusterDisabledControllers are kube-controller-manager's controllers the
+// bench's cluster does without: those of the Services' endpoints. No
+// contender reads an Endpoints object or an EndpointSlice, and a WebApp's
+// Ready waits only for its Deployment; yet they write several times per
+// WebApp as its pod starts, on the same 2 cores as the contenders (the
+// floor at N = 1000, one run each: 76 s to converge with them, 47 s
+// without).
+var clusterDisabledControllers = []string{"endpoints-controller", "endpointslice-controller", "endpointslice-mirroring-controller"}
 
 // podsPerFakeNode is how many pods a kwok node takes (test/controlplane's
 // node capacity).

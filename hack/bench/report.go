@@ -54,6 +54,9 @@ type Config struct {
 	// FakeNodes is how many kwok nodes ran, with kube-controller-manager
 	// and the scheduler; 0: the API server ran alone.
 	FakeNodes int `json:"fakeNodes,omitempty"`
+	// DisabledControllers are kube-controller-manager's controllers that
+	// did not run.
+	DisabledControllers []string `json:"disabledControllers,omitempty"`
 
 	Unrelated               int   `json:"unrelated,omitempty"`
 	UnrelatedNamespaces     int   `json:"unrelatedNamespaces,omitempty"`
@@ -1133,7 +1136,7 @@ func variantTitle(v string) string {
 
 // clusterNote says what ran beside the API server and what converged
 // means there.
-func clusterNote(fakeNodes int) string {
+func clusterNote(fakeNodes int, disabled []string) string {
 	applied := "a WebApp is **applied** when `status.observedGeneration` equals `metadata.generation` and its Deployment, " +
 		"Service and (with `spec.config`) ConfigMap exist"
 	watched := " The bench observes this through informers (watches) on the WebApps and on the children labelled " +
@@ -1145,7 +1148,7 @@ func clusterNote(fakeNodes int) string {
 	return fmt.Sprintf("One local control plane from `test/controlplane`, as the local cluster runs it: etcd, kube-apiserver, "+
 		"kube-controller-manager and kube-scheduler (both with `%s`: at their defaults, QPS 20 and 50, they and not the contenders "+
 		"would set the time to Ready) and kwok with %d fake nodes of %d pods, which kwok reports Running and Ready at once; "+
-		"they share the 2 cores with the contender, as a cluster's own controllers would. Each WebApp has one replica, so a "+
+		"they share the 2 cores with the contender, as a cluster's own controllers would%s. Each WebApp has one replica, so a "+
 		"ReplicaSet and a pod. Two points per WebApp: "+applied+" (the operator's own work, timed for every contender); "+
 		"and it is **Ready** when its status's `Ready` condition is True for its generation, which needs every replica ready "+
 		"(kube-controller-manager's and kwok's work first, timed for the operators: the floor writes one status and watches nothing). "+
@@ -1155,14 +1158,25 @@ func clusterNote(fakeNodes int) string {
 		"WebApps were not Ready by then (the JSON's `notReady`; on 2 cores a fake node's heartbeat can be late enough for "+
 		"kube-controller-manager to mark its pods not ready, and kwok does not mark them ready again) has no Ready figures. **Events** are then counted from the API server's list of "+
 		"those regarding a WebApp (the cluster's controllers write their own about Deployments, ReplicaSets and pods; every "+
-		"contender's are about WebApps).", strings.Join(clusterControllerArgs, " "), fakeNodes, podsPerFakeNode, readyTimeout) + watched
+		"contender's are about WebApps).", strings.Join(clusterControllerArgs, " "), fakeNodes, podsPerFakeNode, withoutControllers(disabled), readyTimeout) + watched
+}
+
+// withoutControllers says which of kube-controller-manager's controllers
+// did not run, and why.
+func withoutControllers(disabled []string) string {
+	if len(disabled) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", but for %s (`--controllers=*,-…`): no contender reads the Endpoints and EndpointSlices they write, "+
+		"several per WebApp as its pod starts, on the contenders' cores",
+		"`"+strings.Join(disabled, "`, `")+"`")
 }
 
 func methodology(r *Results) []string {
 	idle := seconds(r.Config.IdleSeconds)
 	window := seconds(r.Config.ColdStartWindowSeconds)
 	lines := []string{
-		clusterNote(r.Config.FakeNodes),
+		clusterNote(r.Config.FakeNodes, r.Config.DisabledControllers),
 		"**Contenders**: handroll; the twin (`hack/compare`, handroll's operator on controller-runtime) as kubebuilder scaffolds it; " +
 			"twin-tuned, the same binary with `--tuned`, which turns on every controller-runtime option matching handroll's design " +
 			"(metadata-only ConfigMap watch, `ByObject` label selectors, `DefaultTransform`, `EnableWarmup`; `hack/compare/README.md`); " +
@@ -1180,9 +1194,10 @@ func methodology(r *Results) []string {
 			"contender starts from the same empty cluster; events are left to the API server's TTL, as no contender watches them. Contenders alternate within each size; the order rotates by size and by round. " +
 			"Before the first measurement the floor converges a few WebApps, unmeasured, so that nobody pays for the API server's first " +
 			"writes of each kind (the CRD's validation rules compiled, server-side apply set up).",
-		"**Plan**: the default is QPS 200 alone, at every size, 3 rounds, with handroll, the twin and the floor. With the cluster's controllers " +
-			"each WebApp also costs a ReplicaSet and a pod, made ready and then collected, on the same 2 cores: about 10 WebApps/s converge and 23/s are wiped, " +
-			"whichever the contender, so the default plan takes about two hours, more than the 90 minutes it was meant to fit. Of several regimes (`-regimes`), the full cross product of sizes and regimes does not fit either (3000 WebApps × about 10 requests at " +
+		"**Plan**: the default is QPS 200 alone, at every size, 3 rounds, with handroll, the twin and the floor, meant to fit in 90 minutes. With the cluster's controllers " +
+			"each WebApp also costs a ReplicaSet and a pod, made ready and then deleted, on the same 2 cores: a pace no contender beats, " +
+			fmt.Sprintf("which the cost model puts at %s WebApps/s to converge and %s/s to wipe. ", strconv.FormatFloat(estClusterRate, 'g', -1, 64), strconv.FormatFloat(estClusterWipeRate, 'g', -1, 64)) +
+			"Of several regimes (`-regimes`), the full cross product of sizes and regimes does not fit (3000 WebApps × about 10 requests at " +
 			"QPS 20 is 25 minutes for one contender), so a regime runs every size only if it has the highest QPS, where the API server " +
 			"and the CPU set the pace; any other regime runs at the smallest size (`-regimes QPS/BURST@N+N` overrides this). " +
 			"The scenarios run in the highest-QPS regime. This run: " + r.planSummary() + ". The bench prints the plan and " +

@@ -89,6 +89,9 @@ type ShardingResults struct {
 	BaselinePeakRSSByte int64
 	// Controllers says the cluster's controllers ran (-controllers).
 	Controllers bool `json:",omitempty"`
+	// DisabledControllers are kube-controller-manager's controllers that
+	// did not run.
+	DisabledControllers []string `json:",omitempty"`
 	// Runs are the measurements in order: one replica, then
 	// shardingReplicas, for each round.
 	Runs  []ShardRun
@@ -506,6 +509,7 @@ func (b *bench) shardingScenario(ctx context.Context, contenders []contender, ar
 	res := &ShardingResults{
 		Machine: describeMachine(), Command: commandLine(args), Started: b.res.Started,
 		N: b.o.shardingN, Regime: b.o.shardingRegime, Workers: b.o.workers, Controllers: b.o.controllers,
+		DisabledControllers: b.res.Config.DisabledControllers,
 	}
 	var err error
 	if res.BaselinePeakRSSByte, err = b.shardingBaseline(ctx, c); err != nil {
@@ -551,7 +555,8 @@ func (r *ShardingResults) markdown() string {
 	p("Leases %s / %s / %s. %d WebApps, created once the replicas are ready and balanced,", shardLeaseDuration, shardRenewDeadline, shardRetryPeriod, r.N)
 	p("spread evenly over %d namespaces (named as the note at the end says): which range each WebApp falls in is the draw of its uid's hash.", shardingNamespaces)
 	if r.Controllers {
-		p("The cluster's controllers run (kube-controller-manager, kube-scheduler, kwok with fake nodes): each WebApp's pod is created, scheduled and reported ready, as in `benchmarks.md`.")
+		p("The cluster's controllers run (kube-controller-manager, kube-scheduler, kwok with fake nodes): each WebApp's pod is created, scheduled and reported ready, as in `benchmarks.md`%s.",
+			withoutControllers(r.DisabledControllers))
 	}
 	p("")
 	if r.Regime.QPS < estServerRate {

@@ -42,6 +42,10 @@ type Options struct {
 	// kube-scheduler alike (both take --kube-api-qps and --kube-api-burst),
 	// appended last.
 	ControllerArgs []string
+	// DisabledControllers are kube-controller-manager's controllers not to
+	// run (by their --controllers names), for a cluster that has no use
+	// for what they write.
+	DisabledControllers []string
 
 	// CRDDirs are directories of CustomResourceDefinition YAML files to
 	// install; Start returns once each is Established.
@@ -263,7 +267,7 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 			"--kubeconfig=" + cp.Kubeconfig,
 			"--authentication-kubeconfig=" + cp.Kubeconfig,
 			"--authorization-kubeconfig=" + cp.Kubeconfig,
-			"--controllers=*",
+			"--controllers=" + strings.Join(append([]string{"*"}, prefixed("-", opts.DisabledControllers)...), ","),
 			"--service-account-private-key-file=" + pki.saKey,
 			"--root-ca-file=" + pki.caCert,
 			"--use-service-account-credentials=false",
@@ -643,4 +647,13 @@ func randomToken() (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(b), nil
+}
+
+// prefixed is each of names with p before it.
+func prefixed(p string, names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = p + n
+	}
+	return out
 }
