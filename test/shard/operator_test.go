@@ -25,9 +25,10 @@ import (
 )
 
 // TestShardedReplicasSplitTheWebApps: two handroll processes with
-// --shards=4 split 8 namespaces' WebApps, each holding its ranges' Leases;
-// when one stops, the other takes its ranges over and reconciles every
-// WebApp; and no WebApp is ever reconciled by both at overlapping times.
+// --shards=4 split 8 or more namespaces' WebApps, each holding its
+// ranges' Leases; when one stops, the other takes its ranges over and
+// reconciles every WebApp; and no WebApp is ever reconciled by both at
+// overlapping times.
 func TestShardedReplicasSplitTheWebApps(t *testing.T) {
 	if env == nil {
 		t.Skip("needs the control plane")
@@ -52,14 +53,23 @@ func splitTheWebApps(t *testing.T, env *controlplane.ControlPlane) (a, b *operat
 	kube := env.KubeClient(t)
 	apps := env.HandrollClient(t)
 	opNS := env.Namespace(t)
+	// At least 8 WebApps, and one in each of the 4 ranges: their uids, so
+	// their ranges, are the server's draw, and a replica whose two ranges
+	// held none would have nothing to reconcile (1 in 256 with 8 alone).
 	var namespaces []string
-	for range 8 {
+	covered := map[int]bool{}
+	for len(namespaces) < 8 || len(covered) < 4 {
+		if len(namespaces) == 64 {
+			t.Fatalf("64 WebApps fall in only %d of the 4 ranges", len(covered))
+		}
 		ns := env.Namespace(t)
 		namespaces = append(namespaces, ns)
 		app := &handrollv1.WebApp{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: ns}, Spec: handrollv1.WebAppSpec{Image: "nginx:1.27"}}
-		if _, err := apps.HandrollV1().WebApps(ns).Create(ctx, app, metav1.CreateOptions{}); err != nil {
+		created, err := apps.HandrollV1().WebApps(ns).Create(ctx, app, metav1.CreateOptions{})
+		if err != nil {
 			t.Fatal(err)
 		}
+		covered[shard.Of(created.UID, 4)] = true
 	}
 	dir := t.TempDir()
 	kubeconfig := env.WriteKubeconfig(t, func(*clientcmdapi.Config) {})
