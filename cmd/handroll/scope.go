@@ -71,7 +71,7 @@ func (p *process) controllers(s scope, caches *handrollcache.Caches, inf webapp.
 	webOpts.MaxConcurrentReconciles = p.o.maxConcurrentReconciles
 	directory := &webapp.DirectoryReconciler{
 		WebApps:       caches.WebAppLister(),
-		Services:      caches.ServiceLister(),
+		Services:      caches.ServiceMeta(),
 		ConfigMaps:    caches.ConfigMapLister(),
 		Kube:          p.kube,
 		Namespace:     p.o.operatorNamespace,

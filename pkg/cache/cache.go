@@ -423,6 +423,10 @@ func (c *Caches) DeploymentLister() appslisters.DeploymentLister { return deploy
 // ServiceLister returns a lister over every namespace's Services.
 func (c *Caches) ServiceLister() corelisters.ServiceLister { return serviceLister{c} }
 
+// ServiceMeta reads every namespace's Services for their metadata alone,
+// decoding nothing: for the directory, which reads only their owners.
+func (c *Caches) ServiceMeta() ObjectMetaGetter { return serviceMeta{c} }
+
 // ConfigMapLister returns a lister over every namespace's ConfigMaps
 // labelled as ours.
 func (c *Caches) ConfigMapLister() corelisters.ConfigMapLister { return configMapLister{c} }

@@ -228,6 +228,39 @@ func NewConfigMapLister(indexer cache.Indexer) corelisters.ConfigMapLister {
 	return configMapsIn{indexer}
 }
 
+// ObjectMetaGetter reads what a children's cache holds of an object's
+// metadata, decoding nothing: a Child's fields, whose labels and
+// annotations decode only when read. What it returns is read-only.
+type ObjectMetaGetter interface {
+	Get(namespace, name string) (metav1.Object, error)
+}
+
+// NewServiceMeta reads one indexer of a children's cache, as
+// Caches.ServiceMeta does.
+func NewServiceMeta(indexer cache.Indexer) ObjectMetaGetter {
+	return metaIn{indexer, corev1.Resource("services")}
+}
+
+type metaIn struct {
+	indexer  cache.Indexer
+	resource schema.GroupResource
+}
+
+func (l metaIn) Get(namespace, name string) (metav1.Object, error) {
+	obj, exists, err := l.indexer.GetByKey(namespace + "/" + name)
+	if err == nil && !exists {
+		err = apierrors.NewNotFound(l.resource, name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		return nil, fmt.Errorf("%s %s/%s: the cache holds a %T", l.resource, namespace, name, obj)
+	}
+	return m, nil
+}
+
 type deploymentsIn struct{ indexer cache.Indexer }
 
 func (l deploymentsIn) List(sel labels.Selector) ([]*appsv1.Deployment, error) {

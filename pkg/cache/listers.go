@@ -84,6 +84,16 @@ func (l serviceLister) Services(namespace string) corelisters.ServiceNamespaceLi
 	return emptyNamespace[*corev1.Service]{corev1.Resource("services")}
 }
 
+type serviceMeta struct{ c *Caches }
+
+func (l serviceMeta) Get(namespace, name string) (metav1.Object, error) {
+	key, ok := l.c.factoryNamespace(namespace)
+	if !ok {
+		return nil, apierrors.NewNotFound(corev1.Resource("services"), name)
+	}
+	return NewServiceMeta(l.c.children[key].Core().V1().Services().Informer().GetIndexer()).Get(namespace, name)
+}
+
 type configMapLister struct{ c *Caches }
 
 func (l configMapLister) List(sel labels.Selector) ([]*corev1.ConfigMap, error) {

@@ -21,12 +21,12 @@ import (
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
+	handrollcache "github.com/handroll/handroll/pkg/cache"
 	"github.com/handroll/handroll/pkg/controller"
 	"github.com/handroll/handroll/pkg/controller/webapp"
 	handrollac "github.com/handroll/handroll/pkg/generated/applyconfiguration/handroll/v1"
@@ -383,7 +383,7 @@ func directoryReconciler(t *testing.T, kube kubernetes.Interface, opNS string, w
 	}
 	return &webapp.DirectoryReconciler{
 		WebApps:    handrolllisters.NewWebAppLister(webapps),
-		Services:   corelisters.NewServiceLister(services),
+		Services:   handrollcache.NewServiceMeta(services),
 		ConfigMaps: configMaps.Lister(),
 		Kube:       kube,
 		Namespace:  opNS,
@@ -655,7 +655,7 @@ func TestDirectoryBurstIsFewWrites(t *testing.T) {
 	cf := kubeinformers.NewSharedInformerFactoryWithOptions(kube, 0, kubeinformers.WithNamespace(opNS), ours)
 	webapps, services, configMaps := hf.Handroll().V1().WebApps(), sf.Core().V1().Services(), cf.Core().V1().ConfigMaps()
 	c, err := webapp.NewDirectoryController(&webapp.DirectoryReconciler{
-		WebApps: webapps.Lister(), Services: services.Lister(), ConfigMaps: configMaps.Lister(),
+		WebApps: webapps.Lister(), Services: handrollcache.NewServiceMeta(services.Informer().GetIndexer()), ConfigMaps: configMaps.Lister(),
 		Kube: kube, Namespace: opNS, Namespaces: []string{ns},
 		WriteInterval: time.Second,
 	}, webapp.Informers{

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -135,10 +134,11 @@ func DirectoryKey(namespace, name string) string { return namespace + "." + name
 
 // DesiredDirectory is the directory that webapps call for: an entry for
 // every WebApp that is not being deleted and whose Service, as serviceOf
-// finds it (nil: none), it controls. A WebApp whose Service is not made yet,
-// or whose Service's name is taken by an object it does not control, is not
-// advertised. It is pure, so the controller-runtime twin uses it too.
-func DesiredDirectory(webapps []*handrollv1.WebApp, serviceOf func(namespace, name string) *corev1.Service) map[string]string {
+// finds its metadata (nil: none), it controls. A WebApp whose Service is
+// not made yet, or whose Service's name is taken by an object it does not
+// control, is not advertised. It is pure, so the controller-runtime twin
+// uses it too.
+func DesiredDirectory(webapps []*handrollv1.WebApp, serviceOf func(namespace, name string) metav1.Object) map[string]string {
 	entries := make(map[string]string, len(webapps))
 	for _, w := range webapps {
 		if w.DeletionTimestamp != nil {

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	k8stesting "k8s.io/client-go/testing"
@@ -28,6 +29,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
+	handrollcache "github.com/handroll/handroll/pkg/cache"
 	"github.com/handroll/handroll/pkg/controller"
 	handrolllisters "github.com/handroll/handroll/pkg/generated/listers/handroll/v1"
 )
@@ -72,7 +74,12 @@ func TestDesiredDirectory(t *testing.T) {
 	services["a/recreated"] = serviceOwnedBy(older)
 
 	got := DesiredDirectory([]*handrollv1.WebApp{listed, port, noService, foreign, recreated, deleting},
-		func(ns, name string) *corev1.Service { return services[ns+"/"+name] })
+		func(ns, name string) metav1.Object {
+			if svc, ok := services[ns+"/"+name]; ok {
+				return svc
+			}
+			return nil
+		})
 	want := map[string]string{
 		"a.listed": "http://listed.a.svc:80",
 		"b.port":   "http://port.b.svc:8000",
@@ -573,7 +580,7 @@ type fakeDirectory struct {
 	lists      atomic.Int64 // WebApp lists: a reconcile that did the work
 }
 
-func newFakeDirectory(t *testing.T, entries map[string]string, objects ...runtime.Object) *fakeDirectory {
+func newFakeDirectory(t testing.TB, entries map[string]string, objects ...runtime.Object) *fakeDirectory {
 	t.Helper()
 	index := func() cache.Indexer {
 		return cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
@@ -582,20 +589,58 @@ func newFakeDirectory(t *testing.T, entries map[string]string, objects ...runtim
 	for k := range entries {
 		ns, name, _ := strings.Cut(k, ".")
 		w := directoryWebApp(ns, name, 8080) // realisticEntries' port
-		if err := errors.Join(webapps.Add(w), services.Add(serviceOwnedBy(w))); err != nil {
+		// As handroll's caches hold it.
+		svc, err := handrollcache.CompactChild(servedService(w))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := errors.Join(webapps.Add(w), services.Add(svc)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	f := &fakeDirectory{kube: fake.NewClientset(objects...), configMaps: index()}
 	f.r = &DirectoryReconciler{
 		WebApps:    countingLister{handrolllisters.NewWebAppLister(webapps), &f.lists},
-		Services:   corelisters.NewServiceLister(services),
+		Services:   handrollcache.NewServiceMeta(services),
 		ConfigMaps: corelisters.NewConfigMapLister(f.configMaps),
 		Kube:       f.kube,
 		Namespace:  "ops",
 	}
 	f.sync(t)
 	return f
+}
+
+// servedService is w's Service as the API server serves it, labels, ports
+// and cluster IP set.
+func servedService(w *handrollv1.WebApp) *corev1.Service {
+	svc := serviceOwnedBy(w)
+	svc.Labels = map[string]string{"app.kubernetes.io/managed-by": "handroll", "app.kubernetes.io/name": w.Name}
+	svc.ResourceVersion, svc.Generation = "12345", 1
+	svc.Spec = corev1.ServiceSpec{
+		Selector:   map[string]string{"handroll.dev/webapp": w.Name},
+		Ports:      []corev1.ServicePort{{Name: "http", Port: 8080, TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP}},
+		ClusterIP:  "10.0.12.34",
+		ClusterIPs: []string{"10.0.12.34"},
+		Type:       corev1.ServiceTypeClusterIP,
+	}
+	return svc
+}
+
+// BenchmarkDirectoryRebuild3000: a rebuild of the directory of 3000
+// WebApps with nothing to write, their Services as handroll's caches hold
+// them. While WebApps arrive it runs once per DefaultDirectoryWriteInterval.
+func BenchmarkDirectoryRebuild3000(b *testing.B) {
+	f := newFakeDirectory(b, realisticEntries(3000))
+	if _, writes, err := f.reconcile(b); err != nil || len(writes) == 0 {
+		b.Fatalf("the first reconcile: %v, %v", writes, err)
+	}
+	f.sync(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, writes, err := f.reconcile(b); err != nil || len(writes) != 0 {
+			b.Fatalf("a reconcile of a directory up to date: %v, %v", writes, err)
+		}
+	}
 }
 
 type countingLister struct {
@@ -609,7 +654,7 @@ func (l countingLister) List(sel labels.Selector) ([]*handrollv1.WebApp, error) 
 }
 
 // sync brings the ConfigMap cache up to date with the clientset.
-func (f *fakeDirectory) sync(t *testing.T) {
+func (f *fakeDirectory) sync(t testing.TB) {
 	t.Helper()
 	list, err := f.kube.CoreV1().ConfigMaps("ops").List(context.Background(), metav1.ListOptions{})
 	if err != nil {
@@ -626,7 +671,7 @@ func (f *fakeDirectory) sync(t *testing.T) {
 
 // reconcile runs one Reconcile and returns the writes it sent, in order,
 // as "verb name" with " parts=P" when it sets part 0's annotation.
-func (f *fakeDirectory) reconcile(t *testing.T) (controller.Result, []string, error) {
+func (f *fakeDirectory) reconcile(t testing.TB) (controller.Result, []string, error) {
 	t.Helper()
 	f.kube.ClearActions()
 	res, err := f.r.Reconcile(context.Background(), controller.Request{Namespace: "ops", Name: DirectoryName})

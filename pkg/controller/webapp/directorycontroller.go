@@ -23,6 +23,12 @@ import (
 	handrolllisters "github.com/handroll/handroll/pkg/generated/listers/handroll/v1"
 )
 
+// ObjectMetaGetter reads an object's metadata from a cache, decoding
+// nothing else (pkg/cache.ObjectMetaGetter).
+type ObjectMetaGetter interface {
+	Get(namespace, name string) (metav1.Object, error)
+}
+
 // DirectoryControllerName names the directory controller in logs and
 // metrics.
 const DirectoryControllerName = "directory"
@@ -34,8 +40,11 @@ const DirectoryControllerName = "directory"
 // Every event maps to the one Request of the directory, and writes are at
 // least WriteInterval apart, so a burst of changes is one write per interval.
 type DirectoryReconciler struct {
-	WebApps    handrolllisters.WebAppLister
-	Services   corelisters.ServiceLister
+	WebApps handrolllisters.WebAppLister
+	// Services reads the metadata of the children's Services: whether a
+	// WebApp controls its Service is all the directory asks of them, and a
+	// rebuild asks it of every WebApp (pkg/cache.Caches.ServiceMeta).
+	Services   ObjectMetaGetter
 	ConfigMaps corelisters.ConfigMapLister
 	Kube       kubernetes.Interface
 
@@ -84,8 +93,8 @@ func (r *DirectoryReconciler) Reconcile(ctx context.Context, req controller.Requ
 	if err != nil {
 		return controller.Result{}, fmt.Errorf("listing WebApps: %w", err)
 	}
-	desired := DesiredDirectory(webapps, func(ns, name string) *corev1.Service {
-		svc, err := r.Services.Services(ns).Get(name)
+	desired := DesiredDirectory(webapps, func(ns, name string) metav1.Object {
+		svc, err := r.Services.Get(ns, name)
 		if err != nil {
 			return nil // not found: the cache holds only our labelled Services
 		}

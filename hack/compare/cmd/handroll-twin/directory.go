@@ -106,7 +106,7 @@ func (r *DirectoryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	for i := range list.Items {
 		webapps[i] = &list.Items[i]
 	}
-	desired := webapp.DesiredDirectory(webapps, func(ns, name string) *corev1.Service {
+	desired := webapp.DesiredDirectory(webapps, func(ns, name string) metav1.Object {
 		var svc corev1.Service
 		if err := r.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &svc); err != nil {
 			return nil
