@@ -185,13 +185,15 @@ func once[T any](build func() T) func() T {
 	}
 }
 
+// reconcileChildren ensures each of w's children and reports what it
+// observed of them: a child taken by someone else or refused by the API
+// server is said in obs (and an event), not returned, so that the status
+// says it and the other children are still made.
 func (r *Reconciler) reconcileChildren(ctx context.Context, w *handrollv1.WebApp) (Observed, error) {
 	var obs Observed
-	ns, name := w.Namespace, w.Name
-
 	var refCM *corev1.ConfigMap // its data and binaryData go into the config hash
 	if ref := w.Spec.ConfigMapRef; ref != nil {
-		cm, err := r.referenced(ctx, ns, ref.Name)
+		cm, err := r.referenced(ctx, w.Namespace, ref.Name)
 		switch {
 		case err == nil:
 			refCM = cm
@@ -200,6 +202,35 @@ func (r *Reconciler) reconcileChildren(ctx context.Context, w *handrollv1.WebApp
 		}
 	}
 
+	in := inputsOf(w, refCM)
+	var created, updated []string // for one event that names them all
+	for _, c := range r.children(w, refCM) {
+		current, action, err := r.ensure(ctx, w, in, c)
+		switch action {
+		case EventCreated:
+			created = append(created, c.kind+" "+c.name)
+		case EventUpdated:
+			updated = append(updated, c.kind+" "+c.name)
+		}
+		if err := r.observe(&obs, w, c, current, err); err != nil {
+			return obs, err
+		}
+	}
+	r.recordApplied(w, created, updated)
+
+	if len(w.Spec.Config) == 0 {
+		if err := r.deleteOwnedConfigMap(ctx, w); err != nil {
+			return obs, err
+		}
+	}
+	return obs, nil
+}
+
+// children are w's children, in the order they are applied: the ConfigMap
+// of spec.config first, so that it exists when the Deployment's pods mount
+// it.
+func (r *Reconciler) children(w *handrollv1.WebApp, refCM *corev1.ConfigMap) []child {
+	ns, name := w.Namespace, w.Name
 	var children []child
 	if len(w.Spec.Config) > 0 {
 		cmName := handrollv1.OwnedConfigMapName(name)
@@ -231,7 +262,7 @@ func (r *Reconciler) reconcileChildren(ctx context.Context, w *handrollv1.WebApp
 	dep := once(func() *appsv1ac.DeploymentApplyConfiguration {
 		return DesiredDeployment(w, refCM).WithLabels(r.childLabels(w))
 	})
-	children = append(children, child{
+	return append(children, child{
 		kind: "Deployment", name: name, slot: slotDeployment, filtered: r.ChildrenCacheFiltered, meta: r.DeploymentMeta,
 		cached: func() (metav1.Object, error) { return r.Deployments.Deployments(ns).Get(name) },
 		live: func(ctx context.Context) (metav1.Object, error) {
@@ -242,53 +273,38 @@ func (r *Reconciler) reconcileChildren(ctx context.Context, w *handrollv1.WebApp
 			return r.Kube.AppsV1().Deployments(ns).Apply(ctx, dep(), applyOptions)
 		},
 	})
+}
 
-	in := inputsOf(w, refCM)
-	var created, updated []string // for one event that names them all
-	for _, c := range children {
-		current, action, err := r.ensure(ctx, w, in, c)
-		switch action {
-		case EventCreated:
-			created = append(created, c.kind+" "+c.name)
-		case EventUpdated:
-			updated = append(updated, c.kind+" "+c.name)
+// observe records in obs what ensure made of c: the object as it now is,
+// or, with an event, that its name is taken by an object w does not
+// control or that the API server refused it. Any other error is returned.
+func (r *Reconciler) observe(obs *Observed, w *handrollv1.WebApp, c child, current metav1.Object, err error) error {
+	var conflict *conflictError
+	switch {
+	case errors.As(err, &conflict):
+		obs.Conflict = conflict.object
+		r.Recorder.Eventf(w, nil, corev1.EventTypeWarning, EventResourceConflict, "Reconcile",
+			"%s exists and is not controlled by this WebApp; it is left untouched", conflict.object)
+		return nil
+	case refused(err):
+		// The API server will refuse this until something changes: say
+		// so in the status and an event rather than only in our log.
+		obs.ApplyFailed = fmt.Sprintf("%s %s/%s: %v", c.kind, w.Namespace, c.name, err)
+		r.Recorder.Eventf(w, nil, corev1.EventTypeWarning, ReasonApplyFailed, "Apply", "%s", obs.ApplyFailed)
+		if _, ok := current.(*corev1.Service); ok {
+			obs.ServiceExists = true // ours, unchanged: still advertised
 		}
-		var conflict *conflictError
-		if errors.As(err, &conflict) {
-			obs.Conflict = conflict.object
-			r.Recorder.Eventf(w, nil, corev1.EventTypeWarning, EventResourceConflict, "Reconcile",
-				"%s exists and is not controlled by this WebApp; it is left untouched", conflict.object)
-			continue
-		}
-		if refused(err) {
-			// The API server will refuse this until something changes: say
-			// so in the status and an event rather than only in our log.
-			obs.ApplyFailed = fmt.Sprintf("%s %s/%s: %v", c.kind, ns, c.name, err)
-			r.Recorder.Eventf(w, nil, corev1.EventTypeWarning, ReasonApplyFailed, "Apply", "%s", obs.ApplyFailed)
-			if _, ok := current.(*corev1.Service); ok {
-				obs.ServiceExists = true // ours, unchanged: still advertised
-			}
-			continue
-		}
-		if err != nil {
-			return obs, fmt.Errorf("%s %s/%s: %w", c.kind, ns, c.name, err)
-		}
-		switch o := current.(type) {
-		case *appsv1.Deployment:
-			obs.Deployment = o
-		case *corev1.Service:
-			obs.ServiceExists = true
-		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("%s %s/%s: %w", c.kind, w.Namespace, c.name, err)
 	}
-
-	r.recordApplied(w, created, updated)
-
-	if len(w.Spec.Config) == 0 {
-		if err := r.deleteOwnedConfigMap(ctx, w); err != nil {
-			return obs, err
-		}
+	switch o := current.(type) {
+	case *appsv1.Deployment:
+		obs.Deployment = o
+	case *corev1.Service:
+		obs.ServiceExists = true
 	}
-	return obs, nil
+	return nil
 }
 
 // refused tells whether err is the API server rejecting a request as such
