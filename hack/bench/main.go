@@ -183,7 +183,7 @@ func parseFlags(args []string, output io.Writer) (o options, render string, err 
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "how long any one wait (convergence, a first write, a Lease) may take before the bench fails")
 	fs.BoolVar(&o.controllers, "controllers", true, "run kube-controller-manager, kube-scheduler and kwok with fake nodes for every pod, so that Deployments roll out and the report has the time to Ready; false: the API server alone")
 	fs.BoolVar(&o.keepLogs, "keep-logs", false, "keep the contenders' logs (a failed run always does), and say where")
-	fs.BoolVar(&o.heapProfiles, "heap-profiles", false, "save each operator's heap profile once it converged (pprof, in-use after a GC) beside its log; implies -keep-logs")
+	fs.BoolVar(&o.heapProfiles, "heap-profiles", false, "save each operator's heap profile once it converged (pprof, in-use after a GC) beside its log, and print where it serves pprof, for a CPU profile; implies -keep-logs")
 	fs.BoolVar(&o.planOnly, "plan", false, "measure nothing: print the plan and its estimated time")
 	fs.BoolVar(&o.sharding, "sharding", false, "run only the sharding scenario: handroll with --shards=12, 1 replica against 3, on a control plane with the ShardedListAndWatch gate; writes benchmarks-sharding.md")
 	fs.IntVar(&o.shardingN, "sharding-n", 600, "WebApps of the sharding scenario, over 30 namespaces")

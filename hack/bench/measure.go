@@ -117,6 +117,11 @@ func (b *bench) converge(ctx context.Context, c contender, run convergeRun) (_ C
 		return s, nil, err
 	}
 
+	if pprofAddr != "" {
+		// For a CPU profile of the converge, from another shell:
+		// go tool pprof http://ADDR/debug/pprof/profile?seconds=…
+		b.logf("%s: pprof at http://%s/debug/pprof/", label, pprofAddr)
+	}
 	b.logf("%s: ready after %s; creating %d WebApps", label, formatSeconds(s.ReadySeconds), n)
 	began := time.Now()
 	if err := b.cluster.createWebApps(ctx, namespaces, n); err != nil {
