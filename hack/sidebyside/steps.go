@@ -313,7 +313,7 @@ var pairs = []pair{
 				does:  "Hand over to reconcileChildren (steps 6 to 9), which first reads the spec.configMapRef ConfigMap, whose data goes into the config hash; its data is read live only when its resourceVersion moves.",
 				handroll: side{parts: []part{
 					stmts(hrRec, "Reconciler.Reconcile", "r.reconcileChildren(", "r.updateStatus("),
-					stmts(hrRec, "Reconciler.reconcileChildren", "", "var children []child"),
+					stmts(hrRec, "Reconciler.reconcileChildren", "", "in := inputsOf("),
 					whole(hrRef, "Reconciler.referenced"),
 					whole(hrRef, "RefConfigMaps"),
 					whole(hrRef, "RefConfigMaps.Get"),
@@ -331,7 +331,7 @@ var pairs = []pair{
 				does:  "The apply configuration of each child: the ConfigMap when spec.config has entries, the Service, the Deployment.",
 				handroll: side{parts: []part{
 					whole(hrRec, "child"),
-					stmts(hrRec, "Reconciler.reconcileChildren", "var children []child", "var created, updated"),
+					whole(hrRec, "Reconciler.children"),
 				}},
 				twin: side{parts: []part{
 					whole(twinWebApp, "child"),
@@ -342,7 +342,8 @@ var pairs = []pair{
 				title: "8. Apply each child",
 				does:  "Read each child, leave alone one the WebApp does not control, skip one that already holds the desired state, else apply it server-side; an event says what was applied.",
 				handroll: side{parts: []part{
-					stmts(hrRec, "Reconciler.reconcileChildren", "var created, updated", "len(w.Spec.Config) == 0"),
+					stmts(hrRec, "Reconciler.reconcileChildren", "in := inputsOf(", "len(w.Spec.Config) == 0"),
+					whole(hrRec, "Reconciler.observe"),
 					whole(hrRec, "refused"),
 					whole(hrRec, "conflictError"),
 					whole(hrRec, "conflictError.Error"),
