@@ -341,7 +341,14 @@ func (c *Controller) Start(ctx context.Context, synced ...cache.InformerSynced) 
 	disconnect(connected)
 	connected = nil
 	queue.ShutDown() // wakes idle workers; busy ones see it after their reconcile
+	return c.drain(logger, &workers, cancelWork)
+}
 
+// drain waits for the workers to finish the reconciles in flight, at most
+// the shutdown timeout; then it cancels their context and waits cancelWait
+// more for them to return, before it gives up on them.
+func (c *Controller) drain(logger klog.Logger, workers *sync.WaitGroup, cancelWork context.CancelFunc) error {
+	defer c.queueStopped()
 	finished := make(chan struct{})
 	go func() {
 		workers.Wait()
@@ -349,7 +356,6 @@ func (c *Controller) Start(ctx context.Context, synced ...cache.InformerSynced) 
 	}()
 	timer := time.NewTimer(c.shutdownTimeout)
 	defer timer.Stop()
-	defer c.queueStopped()
 	select {
 	case <-finished:
 		logger.Info("All workers finished")
@@ -367,7 +373,7 @@ func (c *Controller) Start(ctx context.Context, synced ...cache.InformerSynced) 
 	}
 }
 
-// cancelWait is how long Start waits, after the shutdown timeout, for the
+// cancelWait is how long drain waits, after the shutdown timeout, for the
 // reconciles whose context it cancelled to return.
 const cancelWait = time.Second
 
