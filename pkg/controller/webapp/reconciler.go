@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -74,6 +75,10 @@ type Reconciler struct {
 	// a range's caches select its children (pkg/shard BucketLabel).
 	ChildLabels func(*handrollv1.WebApp) map[string]string
 
+	// Progress, when set, paces the status writes that only report a
+	// rollout's progress (nil: each is written at once).
+	Progress *ProgressWrites
+
 	// Now returns the time for condition transitions; tests fix it.
 	Now func() metav1.Time
 
@@ -130,7 +135,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req controller.Request) (con
 	if err != nil {
 		return controller.Result{}, err
 	}
-	if err := r.updateStatus(ctx, w, obs); err != nil {
+	held, err := r.updateStatus(ctx, w, obs)
+	if err != nil {
 		return controller.Result{}, fmt.Errorf("writing status: %w", err)
 	}
 	if obs.ApplyFailed != "" {
@@ -142,7 +148,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req controller.Request) (con
 		logger.V(2).Info("Child name taken by an object we do not control", "object", obs.Conflict)
 		return controller.Result{}, fmt.Errorf("%s exists and is not controlled by WebApp %s", obs.Conflict, req)
 	}
-	return controller.Result{}, nil
+	return controller.Result{RequeueAfter: held}, nil
 }
 
 // child is one object a WebApp owns, with how to read and apply it.
@@ -452,19 +458,26 @@ func (r *Reconciler) deleteOwnedConfigMap(ctx context.Context, w *handrollv1.Web
 
 // updateStatus computes the status and writes it through the status
 // subresource, only when it differs from what the WebApp already shows.
-func (r *Reconciler) updateStatus(ctx context.Context, w *handrollv1.WebApp, obs Observed) error {
+// A write that only reports progress may be held (Progress): it returns
+// how long, for the caller to requeue the WebApp.
+func (r *Reconciler) updateStatus(ctx context.Context, w *handrollv1.WebApp, obs Observed) (time.Duration, error) {
 	now := metav1.Now()
 	if r.Now != nil {
 		now = r.Now()
 	}
 	status := ComputeStatus(w, obs, now)
 	if equality.Semantic.DeepEqual(status, w.Status) {
-		return nil
+		return 0, nil
+	}
+	owner := types.NamespacedName{Namespace: w.Namespace, Name: w.Name}
+	if held := r.Progress.Hold(owner, w.Status, status, time.Now()); held > 0 {
+		return held, nil
 	}
 	ac := handrollac.WebApp(w.Name, w.Namespace).WithStatus(statusApplyConfiguration(status))
 	if _, err := r.Client.HandrollV1().WebApps(w.Namespace).ApplyStatus(ctx, ac, applyOptions); err != nil {
-		return err
+		return 0, err
 	}
+	r.Progress.Wrote(owner, time.Now())
 	key, _ := writtenKeys(w.Namespace, w.Name)
 	r.recent.wrote(key, w.ResourceVersion, status.DeepCopy())
 	// The echo may have reached the cache before the answer reached us, and
@@ -478,7 +491,7 @@ func (r *Reconciler) updateStatus(ctx context.Context, w *handrollv1.WebApp, obs
 	if typ, reason, note, ok := ReadinessEvent(w.Status.Conditions, status.Conditions); ok {
 		r.Recorder.Eventf(w, nil, typ, reason, "Reconcile", "%s", note)
 	}
-	return nil
+	return 0, nil
 }
 
 // ReadinessEvent is the event, if any, for the Ready condition going from

@@ -283,6 +283,7 @@ func run(o options) error {
 		Recorder:           mgr.GetEventRecorder("handroll"),
 		RefMetadata:        refs,
 		ConfigMapsFiltered: o.tuned,
+		Progress:           &webapp.ProgressWrites{Interval: webapp.DefaultProgressWriteInterval},
 	}
 	if err := r.SetupWithManager(ctx, mgr); err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -46,6 +47,9 @@ type WebAppReconciler struct {
 	// ConfigMapsFiltered says the typed ConfigMap cache holds only those
 	// labelled as ours (--tuned), like the Deployment and Service caches.
 	ConfigMapsFiltered bool
+	// Progress paces the status writes that only report a rollout's
+	// progress, as handroll's Reconciler.Progress does (nil: none held).
+	Progress *webapp.ProgressWrites
 
 	// refData is, per WebApp, its referenced ConfigMap's data at the
 	// resourceVersion last read live (RefMetadata only).
@@ -138,7 +142,8 @@ func (r *WebAppReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.updateStatus(ctx, &w, obs); err != nil {
+	held, err := r.updateStatus(ctx, &w, obs)
+	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("writing status: %w", err)
 	}
 	if obs.ApplyFailed != "" {
@@ -149,7 +154,7 @@ func (r *WebAppReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		// goes away; never overwritten.
 		return ctrl.Result{}, fmt.Errorf("%s exists and is not controlled by WebApp %s", obs.Conflict, req)
 	}
-	return ctrl.Result{}, nil
+	return ctrl.Result{RequeueAfter: held}, nil
 }
 
 // child is one object a WebApp owns.
@@ -346,25 +351,32 @@ func (r *WebAppReconciler) deleteOwnedConfigMap(ctx context.Context, w *handroll
 }
 
 // updateStatus computes the status and applies it to the status
-// subresource, only when it differs from what the WebApp already shows.
-func (r *WebAppReconciler) updateStatus(ctx context.Context, w *handrollv1.WebApp, obs webapp.Observed) error {
+// subresource, only when it differs from what the WebApp already shows. A
+// write that only reports progress may be held, as handroll's is: it
+// returns how long.
+func (r *WebAppReconciler) updateStatus(ctx context.Context, w *handrollv1.WebApp, obs webapp.Observed) (time.Duration, error) {
 	status := webapp.ComputeStatus(w, obs, metav1.Now())
 	if equality.Semantic.DeepEqual(status, w.Status) {
-		return nil
+		return 0, nil
+	}
+	owner := client.ObjectKeyFromObject(w)
+	if held := r.Progress.Hold(owner, w.Status, status, time.Now()); held > 0 {
+		return held, nil
 	}
 	var ac handrollac.WebAppStatusApplyConfiguration
 	if err := convert(status, &ac); err != nil {
-		return err
+		return 0, err
 	}
 	if err := r.Status().Apply(ctx, handrollac.WebApp(w.Name, w.Namespace).WithStatus(&ac), client.ForceOwnership); err != nil {
-		return err
+		return 0, err
 	}
+	r.Progress.Wrote(owner, time.Now())
 
 	// The same events as handroll's, decided by the same function.
 	if typ, reason, note, ok := webapp.ReadinessEvent(w.Status.Conditions, status.Conditions); ok {
 		r.Recorder.Eventf(w, nil, typ, reason, "Reconcile", "%s", note)
 	}
-	return nil
+	return 0, nil
 }
 
 // convert copies from into to through JSON, which apply configurations
