@@ -380,6 +380,7 @@ func newWebAppReconciler(caches *handrollcache.Caches, kube kubernetes.Interface
 		Services:              caches.ServiceLister(),
 		ConfigMaps:            caches.ConfigMapLister(),
 		Client:                handroll,
+		StatusClient:          handroll.HandrollV1().RESTClient(),
 		Kube:                  kube,
 		Recorder:              recorder,
 		ChildrenCacheFiltered: true,

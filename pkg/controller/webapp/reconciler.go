@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 
@@ -74,6 +75,11 @@ type Reconciler struct {
 	// adding them rolls no pod. With --shards: the owner's bucket, by which
 	// a range's caches select its children (pkg/shard BucketLabel).
 	ChildLabels func(*handrollv1.WebApp) map[string]string
+
+	// StatusClient, when set, is the REST client of handroll.dev/v1 the
+	// status is written through, its answer left undecoded (ApplyStatus);
+	// nil: through Client.
+	StatusClient rest.Interface
 
 	// Progress, when set, paces the status writes that only report a
 	// rollout's progress (nil: each is written at once).
@@ -474,7 +480,7 @@ func (r *Reconciler) updateStatus(ctx context.Context, w *handrollv1.WebApp, obs
 		return held, nil
 	}
 	ac := handrollac.WebApp(w.Name, w.Namespace).WithStatus(statusApplyConfiguration(status))
-	if _, err := r.Client.HandrollV1().WebApps(w.Namespace).ApplyStatus(ctx, ac, applyOptions); err != nil {
+	if err := r.applyStatus(ctx, ac); err != nil {
 		return 0, err
 	}
 	r.Progress.Wrote(owner, time.Now())
