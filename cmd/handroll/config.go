@@ -45,6 +45,16 @@ func loadConfig(kubeconfig string, qps float32, burst int, timeout time.Duration
 	return cfg, source, nil
 }
 
+// withCompression sets whether cfg's clients ask for gzipped answers
+// (--kube-api-compression). The API server gzips a list or a watch-list
+// stream, which an informer's watch is from its start to its end, for any
+// client that asks: both ends then spend CPU on every event, which on a
+// fast link costs more time than it saves. A kubeconfig that disables
+// compression is obeyed either way.
+func withCompression(cfg *rest.Config, on bool) {
+	cfg.DisableCompression = cfg.DisableCompression || !on
+}
+
 func findConfig(kubeconfig string) (*rest.Config, string, error) {
 	home := ""
 	if dir, err := os.UserHomeDir(); err == nil {

@@ -139,7 +139,7 @@ func TestFlags(t *testing.T) {
 	if code := run([]string{"--help"}, &out, &errOut); code != 0 {
 		t.Errorf("--help: code %d", code)
 	}
-	for _, flag := range []string{"--kubeconfig", "-v, --v", "--kube-api-qps", "--kube-api-burst", "--kube-api-timeout", "--metrics-bind-address", "--health-probe-bind-address"} {
+	for _, flag := range []string{"--kubeconfig", "-v, --v", "--kube-api-qps", "--kube-api-burst", "--kube-api-timeout", "--kube-api-compression", "--metrics-bind-address", "--health-probe-bind-address"} {
 		if !strings.Contains(errOut.String(), flag) {
 			t.Errorf("--help does not list %s", flag)
 		}
@@ -228,5 +228,41 @@ func TestExplicitConfigNeverFallsBackToInCluster(t *testing.T) {
 				t.Errorf("host %q, want %q", cfg.Host, tc.want)
 			}
 		})
+	}
+}
+
+// TestCompressionIsOffUnlessAsked: handroll's clients ask for no gzip
+// unless --kube-api-compression says so, and a kubeconfig's
+// disable-compression: true is obeyed whatever the flag.
+func TestCompressionIsOffUnlessAsked(t *testing.T) {
+	dir := t.TempDir()
+	plain := writeKubeconfig(t, dir, "https://plain.example:6443")
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["c"] = &clientcmdapi.Cluster{Server: "https://nogzip.example:6443", DisableCompression: true}
+	cfg.AuthInfos["u"] = &clientcmdapi.AuthInfo{Token: "t"}
+	cfg.Contexts["x"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u"}
+	cfg.CurrentContext = "x"
+	nogzip := filepath.Join(dir, "nogzip")
+	if err := clientcmd.WriteToFile(*cfg, nogzip); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		kubeconfig string
+		flag       bool
+		want       bool // DisableCompression
+	}{
+		{plain, false, true},
+		{plain, true, false},
+		{nogzip, false, true},
+		{nogzip, true, true},
+	} {
+		cfg, _, err := loadConfig(tc.kubeconfig, 20, 30, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		withCompression(cfg, tc.flag)
+		if cfg.DisableCompression != tc.want {
+			t.Errorf("%s, --kube-api-compression=%v: DisableCompression %v, want %v", filepath.Base(tc.kubeconfig), tc.flag, cfg.DisableCompression, tc.want)
+		}
 	}
 }

@@ -25,6 +25,7 @@ type options struct {
 	kubeAPIQPS     float32
 	kubeAPIBurst   int
 	kubeAPITimeout time.Duration
+	kubeAPIGzip    bool
 
 	metricsAddr      string
 	healthAddr       string
@@ -57,6 +58,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.Float32Var(&o.kubeAPIQPS, "kube-api-qps", 20, "Queries per second to the API server, sustained.")
 	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", 30, "Queries to the API server allowed in a burst above --kube-api-qps.")
 	fs.DurationVar(&o.kubeAPITimeout, "kube-api-timeout", 0, "Timeout of each API request; 0 means none (client-go's default).")
+	fs.BoolVar(&o.kubeAPIGzip, "kube-api-compression", false, "Ask the API server to gzip its large responses and watch streams. Off, as in kube-controller-manager and kube-scheduler: next to the API server, compressing costs both sides more CPU than it saves in time; turn it on over a slow link. A kubeconfig's disable-compression: true wins.")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus /metrics endpoint; 0 disables it.")
 	fs.StringVar(&o.healthAddr, "health-probe-bind-address", ":8081", "Address of /healthz, /livez and /readyz; 0 disables them.")
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", false, "Serve /metrics over HTTPS (a self-signed certificate unless --metrics-cert-dir) and allow only callers whose bearer token passes a TokenReview and whom RBAC allows to get the /metrics URL.")

@@ -97,7 +97,8 @@ func connect(o options) (*process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("step 3, config: %w", err)
 	}
-	klog.InfoS("Using cluster", "host", cfg.Host, "from", source, "qps", cfg.QPS, "burst", cfg.Burst)
+	withCompression(cfg, o.kubeAPIGzip)
+	klog.InfoS("Using cluster", "host", cfg.Host, "from", source, "qps", cfg.QPS, "burst", cfg.Burst, "compression", !cfg.DisableCompression)
 	o = resolveNamespaces(o)
 	klog.InfoS("Operator namespace", "namespace", o.operatorNamespace, "lease", klog.KRef(o.leader.LeaseNamespace, o.leader.LeaseName))
 	o = localWebhooks(o, source == inClusterSource)

@@ -1179,8 +1179,11 @@ func methodology(r *Results) []string {
 		clusterNote(r.Config.FakeNodes, r.Config.DisabledControllers),
 		"**Contenders**: handroll; the twin (`hack/compare`, handroll's operator on controller-runtime) as kubebuilder scaffolds it; " +
 			"twin-tuned, the same binary with `--tuned`, which turns on every controller-runtime option matching handroll's design " +
-			"(metadata-only ConfigMap watch, `ByObject` label selectors, `DefaultTransform`, `EnableWarmup`; `hack/compare/README.md`); " +
+			"(metadata-only ConfigMap watch, `ByObject` label selectors, `DefaultTransform`, `EnableWarmup`, `DisableCompression`; `hack/compare/README.md`); " +
 			"and the floor (`hack/bench/floor`), which lists the WebApps once and server-side-applies each one's children and status, nothing more.",
+		"**Compression**: handroll asks the API server for no gzip (`--kube-api-compression=false`, as kube-controller-manager and kube-scheduler do), and so does twin-tuned; " +
+			"the twin and the floor take client-go's default. The API server then gzips the twin's watch streams (an informer's watch is a watch-list, gzipped from its start to its end) " +
+			"and the floor's one list of the WebApps, and both ends pay for it in CPU on the same 2 cores.",
 		"**What the floor does and does not do.** It is charged for what convergence cannot do without: one list of the WebApps, " +
 			"each one's children built by handroll's own functions and server-side-applied once, and one status write per WebApp, " +
 			"through the same QPS, burst and workers, its clock started at the first create like every contender's. " +

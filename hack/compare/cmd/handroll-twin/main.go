@@ -80,7 +80,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", 4, "WebApps reconciled in parallel.")
 	fs.StringVar(&o.operatorNamespace, "operator-namespace", "", "Namespace of the operator's own objects: the Lease (unless --leader-elect-resource-namespace says otherwise) and the webapp-directory ConfigMap. Empty: the pod's own namespace, else "+leader.FallbackNamespace+".")
 	o.leader.AddFlags(fs)
-	fs.BoolVar(&o.tuned, "tuned", false, "Also turn on the controller-runtime options that match the rest of handroll's design: the user's ConfigMaps cached as metadata only (their data read live), the typed ConfigMap cache filtered by label, kubectl's last-applied annotation stripped with managedFields, every controller warmed up before the Lease is won (unless --"+leader.FlagWarmStandby+" is given).")
+	fs.BoolVar(&o.tuned, "tuned", false, "Also turn on the controller-runtime options that match the rest of handroll's design: the user's ConfigMaps cached as metadata only (their data read live), the typed ConfigMap cache filtered by label, kubectl's last-applied annotation stripped with managedFields, every controller warmed up before the Lease is won (unless --"+leader.FlagWarmStandby+" is given), no gzip asked of the API server.")
 
 	// klog's -v and --vmodule, as cmd/handroll; controller-runtime logs through klog.
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
@@ -144,6 +144,12 @@ func run(o options) error {
 	// queue behind reconciles (the Manager would copy the shared one).
 	if o.kubeAPIQPS > 0 {
 		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(o.kubeAPIQPS, o.kubeAPIBurst)
+	}
+	// handroll asks for no gzip (--kube-api-compression=false); a scaffolded
+	// operator takes client-go's default, and the API server gzips its
+	// watch streams.
+	if o.tuned {
+		cfg.DisableCompression = true
 	}
 	leaderCfg := rest.CopyConfig(cfg)
 	leaderCfg.RateLimiter = nil
