@@ -61,116 +61,155 @@ func ComputeStatus(w *handrollv1.WebApp, o Observed, now metav1.Time) handrollv1
 	if o.ServiceExists {
 		st.URL = URL(w)
 	}
-	desired := handrollv1.DefaultReplicas
-	if w.Spec.Replicas != nil {
-		desired = *w.Spec.Replicas
-	}
 	d := o.Deployment
 	if d != nil {
 		st.Replicas = d.Status.Replicas
 		st.ReadyReplicas = d.Status.ReadyReplicas
 	}
-
-	set := func(t string, s metav1.ConditionStatus, reason, msg string) {
-		c := metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: w.Generation, LastTransitionTime: now}
-		meta.SetStatusCondition(&st.Conditions, c)
-	}
-	// Reconciling and Stalled are abnormal-true: present only while True,
-	// as kstatus and Flux have them, so that a converged WebApp carries
-	// neither and an upgrade of the operator rewrites no converged status.
-	// At most one of them is True: kstatus reads the first it finds.
-	stalled := func(reason, msg string) {
-		meta.RemoveStatusCondition(&st.Conditions, handrollv1.ConditionReconciling)
-		set(handrollv1.ConditionStalled, metav1.ConditionTrue, reason, msg)
-	}
-	reconciling := func(reason, msg string) {
-		meta.RemoveStatusCondition(&st.Conditions, handrollv1.ConditionStalled)
-		set(handrollv1.ConditionReconciling, metav1.ConditionTrue, reason, msg)
-	}
-	settled := func() {
-		meta.RemoveStatusCondition(&st.Conditions, handrollv1.ConditionReconciling)
-		meta.RemoveStatusCondition(&st.Conditions, handrollv1.ConditionStalled)
-	}
-
-	if o.Conflict != "" {
-		msg := o.Conflict + " exists and is not controlled by this WebApp; rename or delete it"
-		set(handrollv1.ConditionReady, metav1.ConditionFalse, ReasonResourceConflict, msg)
-		set(handrollv1.ConditionDegraded, metav1.ConditionTrue, ReasonResourceConflict, msg)
-		if d == nil {
-			set(handrollv1.ConditionProgressing, metav1.ConditionFalse, ReasonResourceConflict, msg)
-		}
-		stalled(ReasonResourceConflict, msg)
-		return st
-	}
-	if o.ApplyFailed != "" {
-		set(handrollv1.ConditionReady, metav1.ConditionFalse, ReasonApplyFailed, o.ApplyFailed)
-		set(handrollv1.ConditionDegraded, metav1.ConditionTrue, ReasonApplyFailed, o.ApplyFailed)
-		if d == nil {
-			set(handrollv1.ConditionProgressing, metav1.ConditionFalse, ReasonApplyFailed, o.ApplyFailed)
-		}
-		stalled(ReasonApplyFailed, o.ApplyFailed)
-		return st
-	}
-	if d == nil {
-		set(handrollv1.ConditionReady, metav1.ConditionFalse, ReasonPending, "the Deployment has not been created yet")
-		set(handrollv1.ConditionProgressing, metav1.ConditionTrue, ReasonRollingOut, "creating the Deployment")
-		set(handrollv1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "")
-		reconciling(ReasonPending, "creating the Deployment")
-		return st
-	}
-
-	rolledOut := d.Status.ObservedGeneration >= d.Generation &&
-		d.Status.UpdatedReplicas == desired &&
-		d.Status.Replicas == desired &&
-		d.Status.AvailableReplicas == desired
-	progressing := deploymentCondition(d, appsv1.DeploymentProgressing)
-	pastDeadline := progressing != nil && progressing.Status == corev1.ConditionFalse && progressing.Reason == ReasonProgressDeadlineExceeded
-	replicaFailure := deploymentCondition(d, appsv1.DeploymentReplicaFailure)
-	podsRefused := replicaFailure != nil && replicaFailure.Status == corev1.ConditionTrue
-
+	c := conditions{st: &st, generation: w.Generation, now: now}
 	switch {
-	case pastDeadline:
-		set(handrollv1.ConditionProgressing, metav1.ConditionFalse, ReasonRolloutFailed, progressing.Message)
-		set(handrollv1.ConditionDegraded, metav1.ConditionTrue, ReasonRolloutFailed, progressing.Message)
-		stalled(ReasonProgressDeadlineExceeded, progressing.Message)
-	case podsRefused:
-		// Pods refused (a quota, say) may still come once room is made;
-		// past the progress deadline the case above takes over.
-		set(handrollv1.ConditionProgressing, metav1.ConditionTrue, ReasonRollingOut, "rolling out")
-		set(handrollv1.ConditionDegraded, metav1.ConditionTrue, ReasonRolloutFailed, replicaFailure.Message)
-		reconciling(ReasonRollingOut, replicaFailure.Message)
-	case rolledOut:
-		set(handrollv1.ConditionProgressing, metav1.ConditionFalse, ReasonRolloutComplete,
-			fmt.Sprintf("%d of %d replicas updated and available", d.Status.AvailableReplicas, desired))
-		set(handrollv1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "")
-		settled()
+	case o.Conflict != "":
+		c.refused(ReasonResourceConflict, o.Conflict+" exists and is not controlled by this WebApp; rename or delete it", d == nil)
+	case o.ApplyFailed != "":
+		c.refused(ReasonApplyFailed, o.ApplyFailed, d == nil)
+	case d == nil:
+		c.set(handrollv1.ConditionReady, metav1.ConditionFalse, ReasonPending, "the Deployment has not been created yet")
+		c.set(handrollv1.ConditionProgressing, metav1.ConditionTrue, ReasonRollingOut, "creating the Deployment")
+		c.set(handrollv1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "")
+		c.reconciling(ReasonPending, "creating the Deployment")
 	default:
-		msg := fmt.Sprintf("%d of %d replicas updated, %d available", d.Status.UpdatedReplicas, desired, d.Status.AvailableReplicas)
-		set(handrollv1.ConditionProgressing, metav1.ConditionTrue, ReasonRollingOut, msg)
-		set(handrollv1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "")
-		reconciling(ReasonRollingOut, msg)
-	}
-
-	switch {
-	case !o.ServiceExists:
-		set(handrollv1.ConditionReady, metav1.ConditionFalse, ReasonPending, "the Service has not been created yet")
-		if rolledOut {
-			reconciling(ReasonPending, "the Service has not been created yet")
+		desired := handrollv1.DefaultReplicas
+		if w.Spec.Replicas != nil {
+			desired = *w.Spec.Replicas
 		}
-	case rolledOut && d.Status.ReadyReplicas >= desired:
-		set(handrollv1.ConditionReady, metav1.ConditionTrue, ReasonAvailable,
-			fmt.Sprintf("%d of %d replicas ready", d.Status.ReadyReplicas, desired))
-	case pastDeadline:
-		set(handrollv1.ConditionReady, metav1.ConditionFalse, ReasonRolloutFailed,
-			fmt.Sprintf("%d of %d replicas ready", d.Status.ReadyReplicas, desired))
-	case !podsRefused && rollingOut(d, progressing, desired):
-		set(handrollv1.ConditionReady, metav1.ConditionFalse, ReasonRollingOut,
-			fmt.Sprintf("%d of %d replicas ready", d.Status.ReadyReplicas, desired))
-	default:
-		set(handrollv1.ConditionReady, metav1.ConditionFalse, ReasonDeploymentNotReady,
-			fmt.Sprintf("%d of %d replicas ready", d.Status.ReadyReplicas, desired))
+		r := observeRollout(d, desired)
+		c.rollout(r)
+		c.ready(r, o.ServiceExists)
 	}
 	return st
+}
+
+// conditions sets a status's conditions, each at one generation and time.
+type conditions struct {
+	st         *handrollv1.WebAppStatus
+	generation int64
+	now        metav1.Time
+}
+
+func (c conditions) set(t string, s metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&c.st.Conditions, metav1.Condition{
+		Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: c.generation, LastTransitionTime: c.now,
+	})
+}
+
+// Reconciling and Stalled are abnormal-true: present only while True, as
+// kstatus and Flux have them, so that a converged WebApp carries neither
+// and an upgrade of the operator rewrites no converged status. At most one
+// of them is True: kstatus reads the first it finds.
+
+func (c conditions) stalled(reason, msg string) {
+	meta.RemoveStatusCondition(&c.st.Conditions, handrollv1.ConditionReconciling)
+	c.set(handrollv1.ConditionStalled, metav1.ConditionTrue, reason, msg)
+}
+
+func (c conditions) reconciling(reason, msg string) {
+	meta.RemoveStatusCondition(&c.st.Conditions, handrollv1.ConditionStalled)
+	c.set(handrollv1.ConditionReconciling, metav1.ConditionTrue, reason, msg)
+}
+
+func (c conditions) settled() {
+	meta.RemoveStatusCondition(&c.st.Conditions, handrollv1.ConditionReconciling)
+	meta.RemoveStatusCondition(&c.st.Conditions, handrollv1.ConditionStalled)
+}
+
+// refused is a WebApp whose children cannot be applied (a name taken, an
+// apply the API server refused): only a person can unblock it. Progressing
+// is set only while there is no Deployment to report on.
+func (c conditions) refused(reason, msg string, noDeployment bool) {
+	c.set(handrollv1.ConditionReady, metav1.ConditionFalse, reason, msg)
+	c.set(handrollv1.ConditionDegraded, metav1.ConditionTrue, reason, msg)
+	if noDeployment {
+		c.set(handrollv1.ConditionProgressing, metav1.ConditionFalse, reason, msg)
+	}
+	c.stalled(reason, msg)
+}
+
+// rolloutState is what a Deployment says of its rollout to desired
+// replicas.
+type rolloutState struct {
+	d       *appsv1.Deployment
+	desired int32
+	// rolledOut: every replica updated and available, at d's generation.
+	rolledOut bool
+	// progressing and replicaFailure are d's conditions of those types.
+	progressing, replicaFailure *appsv1.DeploymentCondition
+	pastDeadline                bool // Progressing False, ProgressDeadlineExceeded
+	podsRefused                 bool // ReplicaFailure True
+}
+
+func observeRollout(d *appsv1.Deployment, desired int32) rolloutState {
+	r := rolloutState{
+		d:       d,
+		desired: desired,
+		rolledOut: d.Status.ObservedGeneration >= d.Generation &&
+			d.Status.UpdatedReplicas == desired &&
+			d.Status.Replicas == desired &&
+			d.Status.AvailableReplicas == desired,
+		progressing:    deploymentCondition(d, appsv1.DeploymentProgressing),
+		replicaFailure: deploymentCondition(d, appsv1.DeploymentReplicaFailure),
+	}
+	r.pastDeadline = r.progressing != nil && r.progressing.Status == corev1.ConditionFalse && r.progressing.Reason == ReasonProgressDeadlineExceeded
+	r.podsRefused = r.replicaFailure != nil && r.replicaFailure.Status == corev1.ConditionTrue
+	return r
+}
+
+// rollout sets Progressing, Degraded, and Reconciling or Stalled, from the
+// Deployment's rollout.
+func (c conditions) rollout(r rolloutState) {
+	d := r.d
+	switch {
+	case r.pastDeadline:
+		c.set(handrollv1.ConditionProgressing, metav1.ConditionFalse, ReasonRolloutFailed, r.progressing.Message)
+		c.set(handrollv1.ConditionDegraded, metav1.ConditionTrue, ReasonRolloutFailed, r.progressing.Message)
+		c.stalled(ReasonProgressDeadlineExceeded, r.progressing.Message)
+	case r.podsRefused:
+		// Pods refused (a quota, say) may still come once room is made;
+		// past the progress deadline the case above takes over.
+		c.set(handrollv1.ConditionProgressing, metav1.ConditionTrue, ReasonRollingOut, "rolling out")
+		c.set(handrollv1.ConditionDegraded, metav1.ConditionTrue, ReasonRolloutFailed, r.replicaFailure.Message)
+		c.reconciling(ReasonRollingOut, r.replicaFailure.Message)
+	case r.rolledOut:
+		c.set(handrollv1.ConditionProgressing, metav1.ConditionFalse, ReasonRolloutComplete,
+			fmt.Sprintf("%d of %d replicas updated and available", d.Status.AvailableReplicas, r.desired))
+		c.set(handrollv1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "")
+		c.settled()
+	default:
+		msg := fmt.Sprintf("%d of %d replicas updated, %d available", d.Status.UpdatedReplicas, r.desired, d.Status.AvailableReplicas)
+		c.set(handrollv1.ConditionProgressing, metav1.ConditionTrue, ReasonRollingOut, msg)
+		c.set(handrollv1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "")
+		c.reconciling(ReasonRollingOut, msg)
+	}
+}
+
+// ready sets Ready, from the rollout and whether the Service exists.
+func (c conditions) ready(r rolloutState, serviceExists bool) {
+	d := r.d
+	ready := fmt.Sprintf("%d of %d replicas ready", d.Status.ReadyReplicas, r.desired)
+	switch {
+	case !serviceExists:
+		c.set(handrollv1.ConditionReady, metav1.ConditionFalse, ReasonPending, "the Service has not been created yet")
+		if r.rolledOut {
+			c.reconciling(ReasonPending, "the Service has not been created yet")
+		}
+	case r.rolledOut && d.Status.ReadyReplicas >= r.desired:
+		c.set(handrollv1.ConditionReady, metav1.ConditionTrue, ReasonAvailable, ready)
+	case r.pastDeadline:
+		c.set(handrollv1.ConditionReady, metav1.ConditionFalse, ReasonRolloutFailed, ready)
+	case !r.podsRefused && rollingOut(d, r.progressing, r.desired):
+		c.set(handrollv1.ConditionReady, metav1.ConditionFalse, ReasonRollingOut, ready)
+	default:
+		c.set(handrollv1.ConditionReady, metav1.ConditionFalse, ReasonDeploymentNotReady, ready)
+	}
 }
 
 // ReasonNewReplicaSetAvailable is the Deployment controller's reason for
