@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"encoding/xml"
 	"errors"
 	"io"
 	"math"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -773,5 +776,77 @@ func TestClusterNoteDisabledControllers(t *testing.T) {
 		if !strings.Contains(note, want) {
 			t.Errorf("the cluster note lacks %q:\n%s", want, note)
 		}
+	}
+}
+
+// TestFreeAddrAvoidsTheEphemeralRange: the addresses given to contenders
+// are outside the range the kernel picks outgoing connections' source
+// ports from, so that none is taken between the pick and the bind.
+func TestFreeAddrAvoidsTheEphemeralRange(t *testing.T) {
+	for in, want := range map[string]int{"32768\t60999\n": 32768, "40000 50000": 40000, "": 32768, "junk": 32768} {
+		if got := parseEphemeralLow(in); got != want {
+			t.Errorf("parseEphemeralLow(%q) = %d, want %d", in, got, want)
+		}
+	}
+	low := ephemeralLow()
+	for range 20 {
+		addr, err := freeAddr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p, _ := strconv.Atoi(port); low > minPort && (p < minPort || p >= low) {
+			t.Errorf("freeAddr = %s, want a port in [%d, %d)", addr, minPort, low)
+		}
+	}
+}
+
+// TestSavePartialKeepsWhatWasMeasured: a run that fails in its last
+// scenario still leaves its samples and a report that says it is
+// incomplete (here the committed run, cut before its failover trials and
+// its last converge samples).
+func TestSavePartialKeepsWhatWasMeasured(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "docs", "benchmarks.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r Results
+	if err := json.Unmarshal(data, &r); err != nil {
+		t.Fatal(err)
+	}
+	r.migrate()
+	r.Failover, r.Backlog = nil, nil
+	r.Converge = r.Converge[:len(r.Converge)-2]
+	kept := len(r.Converge)
+	b := &bench{began: time.Now().Add(-time.Hour), res: &r}
+	dir := t.TempDir()
+	b.savePartial(dir, nil, errors.New("failover, handroll-warm-standby, SIGTERM, round 1: exited"))
+
+	data, err = os.ReadFile(filepath.Join(dir, "benchmarks.json"))
+	if err != nil {
+		t.Fatalf("no benchmarks.json saved: %v", err)
+	}
+	var saved Results
+	if err := json.Unmarshal(data, &saved); err != nil {
+		t.Fatal(err)
+	}
+	if len(saved.Converge) != kept {
+		t.Errorf("saved %d converge samples, want %d", len(saved.Converge), kept)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "benchmarks.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "Incomplete: the run stopped with an error after 1:00:00") || !strings.Contains(string(md), "SIGTERM, round 1: exited") {
+		t.Errorf("the report does not say it is incomplete, nor why")
+	}
+
+	empty := t.TempDir()
+	(&bench{began: time.Now(), res: &Results{}}).savePartial(empty, nil, errors.New("build failed"))
+	if _, err := os.Stat(filepath.Join(empty, "benchmarks.json")); !os.IsNotExist(err) {
+		t.Errorf("a run that measured nothing saved a report: %v", err)
 	}
 }

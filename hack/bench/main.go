@@ -403,6 +403,9 @@ func benchmark(ctx context.Context, o options, args []string) (err error) {
 	}
 	b.logDir = work
 	defer func() {
+		if err != nil {
+			b.savePartial(work, phases, err)
+		}
 		if err != nil || o.keepLogs {
 			fmt.Fprintf(os.Stderr, "bench: contender logs kept in %s\n", work)
 		} else {
@@ -549,6 +552,30 @@ func benchmark(ctx context.Context, o options, args []string) (err error) {
 	}
 	b.logf("wrote %s, %s and %s", filepath.Join(o.out, "benchmarks.md"), filepath.Join(o.out, "benchmarks.json"), filepath.Join(o.out, scaleSVGName))
 	return nil
+}
+
+// savePartial writes what was measured before runErr into dir, with the
+// report rendered from it, so that a run that fails late keeps its
+// samples: the report says it is incomplete, and `-render` on its
+// benchmarks.json rewrites it.
+func (b *bench) savePartial(dir string, phases []Phase, runErr error) {
+	r := *b.res
+	if len(r.Converge)+len(r.ColdStart)+len(r.Backlog)+len(r.Failover) == 0 {
+		return
+	}
+	r.Notes = append(slices.Clone(r.Notes), fmt.Sprintf("Incomplete: the run stopped with an error after %s, and this report holds only what was measured before it: %v", elapsed(time.Since(b.began)), runErr))
+	r.Phases = nil
+	for _, p := range phases {
+		if p.Seconds > 0 {
+			r.Phases = append(r.Phases, p)
+		}
+	}
+	r.Duration = time.Since(b.began).Round(time.Second).String()
+	if err := r.write(dir); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: saving the samples measured before the error: %v\n", err)
+		return
+	}
+	fmt.Fprintf(os.Stderr, "bench: the samples measured before the error are in %s, its report beside it\n", filepath.Join(dir, "benchmarks.json"))
 }
 
 // printPlan prints each phase with its estimate.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -77,13 +78,57 @@ func launch(name, bin string, args []string, logDir string) (*proc, error) {
 	return p, nil
 }
 
+// freeAddr is a loopback address free now, for a contender to bind a
+// moment later. Its port is below the kernel's ephemeral range when it
+// can be: a port the kernel hands out for ":0" is also one it may hand an
+// outgoing connection as its source port in between, which a failover
+// trial once lost to (bind: address already in use).
 func freeAddr() (string, error) {
+	low := ephemeralLow()
+	for range 64 {
+		if low <= minPort {
+			break
+		}
+		port := minPort + rand.IntN(low-minPort)
+		if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err == nil {
+			addr := l.Addr().String()
+			l.Close()
+			return addr, nil
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
 	}
 	defer l.Close()
 	return l.Addr().String(), nil
+}
+
+// minPort is the lowest port freeAddr picks: above the well-known and
+// the most common registered ones.
+const minPort = 10000
+
+// ephemeralLow is the first port of the kernel's ephemeral range (Linux's
+// default 32768 when it cannot be read).
+func ephemeralLow() int {
+	return parseEphemeralLow(readFileOrEmpty("/proc/sys/net/ipv4/ip_local_port_range"))
+}
+
+func parseEphemeralLow(s string) int {
+	if f := strings.Fields(s); len(f) == 2 {
+		if low, err := strconv.Atoi(f[0]); err == nil && low > 0 {
+			return low
+		}
+	}
+	return 32768
+}
+
+func readFileOrEmpty(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	return string(data)
 }
 
 func (p *proc) running() bool {
