@@ -136,7 +136,7 @@ func TestReconcileHoldsProgressButNotReady(t *testing.T) {
 	if err := u.webapps.Update(w); err != nil {
 		t.Fatal(err)
 	}
-	u.r.Progress.Wrote(types.NamespacedName(u.req), time.Now())
+	u.r.Progress.Wrote(u.req, time.Now())
 
 	// One pod of n is ready: counts and messages only.
 	report("1003", appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: n, UpdatedReplicas: n, ReadyReplicas: 1, AvailableReplicas: 1, UnavailableReplicas: n - 1})
