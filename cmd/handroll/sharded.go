@@ -230,7 +230,7 @@ type heldCaches struct {
 // caches and those of the ranges held, and the report of every held
 // range's.
 func (h *heldCaches) addChecks(health *server.Health, replica syncer) {
-	health.AddReadinessCheck(server.Check{Name: "informer-sync", Check: func(*http.Request) error {
+	health.SetReadinessCheck(server.Check{Name: "informer-sync", Check: func(*http.Request) error {
 		if unsynced := replica.Unsynced(); len(unsynced) > 0 {
 			return fmt.Errorf("not synced: %s", strings.Join(unsynced, ", "))
 		}

@@ -165,6 +165,12 @@ func (p *process) serve() error {
 	p.health.AddLivenessCheck(server.Ping)
 	p.health.AddLivenessCheck(elector.HealthCheck())
 	p.health.AddReadinessCheck(server.Ping)
+	// Not ready until step 8 puts its caches' check in this one's place:
+	// the probes are served from now on, and a replica must not count as
+	// ready before its caches even exist.
+	p.health.AddReadinessCheck(server.Check{Name: "informer-sync", Check: func(*http.Request) error {
+		return errors.New("the caches have not been made yet")
+	}})
 	if p.srvs, err = newServers(p.cfg, p.kube, p.scheme, p.o, p.health, p.registry); err != nil {
 		return fmt.Errorf("step 6, servers: %w", err)
 	}
@@ -208,7 +214,7 @@ func runLeader(ctx context.Context, p *process) error {
 	// Without warm standby a standby has no caches to wait for: it is ready
 	// to serve its webhooks and to take over.
 	warm := p.o.leader.WarmStandby || !p.o.leader.Enabled
-	p.health.AddReadinessCheck(leaderSyncCheck(caches, func() bool { return warm || isClosed(p.elector.Elected()) }))
+	p.health.SetReadinessCheck(leaderSyncCheck(caches, func() bool { return warm || isClosed(p.elector.Elected()) }))
 
 	// Step 9 — controllers (controller.New + builder.For/Owns/Watches): the
 	// scope's two.

@@ -63,6 +63,7 @@ scenarios=(
   TestOneOfThreeReplicasReconciles
   TestNamespacesFlag
   TestReadyzFollowsCacheSync
+  TestReadyzWaitsForEveryInformer
   TestBadLeaderFlagsFailFast
   # test/e2e: the whole local cluster, pods made ready by kwok.
   TestWebAppBecomesReady

@@ -46,6 +46,16 @@ func (h *Health) AddReadinessCheck(c Check) {
 	h.readiness = append(h.readiness, c)
 }
 
+// SetReadinessCheck puts c in place of the readiness check of the same
+// name, or adds it: a check can stand in, failing, from the moment the
+// probes are served until what it checks exists.
+func (h *Health) SetReadinessCheck(c Check) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	// A new slice: the handler may hold the old one.
+	h.readiness = append(slices.DeleteFunc(slices.Clone(h.readiness), func(old Check) bool { return old.Name == c.Name }), c)
+}
+
 // AddReadinessReport adds a check that is reported but not counted: it is
 // served at /readyz/<name> and listed by /readyz?verbose, and never fails
 // /readyz. For a state worth seeing that must not take the replica out of

@@ -58,3 +58,69 @@ func TestReadyzFollowsCacheSync(t *testing.T) {
 		t.Errorf("/readyz after the grant: %d\n%s", code, body)
 	}
 }
+
+// TestReadyzWaitsForEveryInformer runs the operator as a user who may
+// list and watch everything it reads except Deployments: /readyz must not
+// pass at any moment, however briefly, while that informer cannot sync,
+// even once the WebApps' has. A check that waits only for the informers
+// that exist when it is asked passes between the WebApps' sync and the
+// controllers making the children's informers.
+func TestReadyzWaitsForEveryInformer(t *testing.T) {
+	opNS := env.Namespace(t)
+	user := "no-deployments-" + opNS
+	ctx := context.Background()
+	kube := kubeClient(t)
+
+	role := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: user},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"configmaps", "services", "events"}, Verbs: []string{rbacv1.VerbAll}},
+			{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{rbacv1.VerbAll}},
+			{APIGroups: []string{"handroll.dev"}, Resources: []string{rbacv1.ResourceAll}, Verbs: []string{rbacv1.VerbAll}},
+		},
+	}
+	if _, err := kube.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bind := func(name, roleName string) {
+		t.Helper()
+		if _, err := kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: roleName},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
+		})
+	}
+	t.Cleanup(func() { _ = kube.RbacV1().ClusterRoles().Delete(context.Background(), user, metav1.DeleteOptions{}) })
+	bind(user, user)
+
+	kubeconfig := env.WriteKubeconfig(t, func(cfg *clientcmdapi.Config) {
+		for _, auth := range cfg.AuthInfos {
+			auth.Impersonate = user
+		}
+	})
+	// Without leader election, as the benchmarks run it: the caches count
+	// from the start.
+	op := operator.Launch(t, kubeconfig, "--leader-elect=false", "--operator-namespace="+opNS, "--cache-sync-timeout=5m")
+
+	// Probed as often as a start can be timed, for a few seconds.
+	failing := 0
+	for deadline := time.Now().Add(4 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		switch code, body := op.Readyz(t); code {
+		case 200:
+			t.Fatalf("/readyz passed while Deployments cannot be listed:\n%s", body)
+		case 500:
+			failing++
+		}
+	}
+	if failing == 0 {
+		t.Fatal("/readyz never answered")
+	}
+
+	bind(user+"-deployments", "cluster-admin")
+	op.WaitReady(t, time.Minute)
+}

@@ -6,13 +6,13 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"maps"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	"github.com/handroll/handroll/pkg/apis/scheme"
 	handrollcache "github.com/handroll/handroll/pkg/cache"
 	"github.com/handroll/handroll/pkg/controller/webapp"
@@ -260,25 +261,27 @@ func run(o options) error {
 			return err
 		}
 	}
-	caches := []cache.Cache{mgr.GetCache()}
-	if refs != nil {
-		caches = append(caches, refs)
-	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
-	if err := mgr.AddReadyzCheck("informer-sync", func(req *http.Request) error {
-		// WaitForCacheSync blocks until the caches sync: answer within a
-		// second, as a probe expects.
-		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
-		defer cancel()
-		for _, c := range caches {
-			if !c.WaitForCacheSync(ctx) {
-				return errors.New("the informers have not synced")
-			}
-		}
-		return nil
-	}); err != nil {
+	// The informers the controllers read, made here so that /readyz can
+	// wait for each one (see informersSynced).
+	// The WebApps' runs on every replica (IndexField made it before
+	// mgr.Start); the others are the controllers', counted as handroll
+	// counts its caches: always on a warm standby or without leader
+	// election, on a cold standby once it leads, when its controllers make
+	// them anyway.
+	watched := []watchedKind{
+		{"WebApps", mgr.GetCache(), &handrollv1.WebApp{}, true},
+		{"Deployments", mgr.GetCache(), &appsv1.Deployment{}, false},
+		{"Services", mgr.GetCache(), &corev1.Service{}, false},
+		{"ConfigMaps", mgr.GetCache(), &corev1.ConfigMap{}, false},
+	}
+	if refs != nil {
+		watched = append(watched, watchedKind{"ConfigMaps' metadata", refs, configMapMetadata(), false})
+	}
+	controllersRun := func() bool { return o.warmup || !o.leader.Enabled || isClosed(mgr.Elected()) }
+	if err := mgr.AddReadyzCheck("informer-sync", informersSynced(watched, controllersRun)); err != nil {
 		return err
 	}
 
@@ -314,3 +317,50 @@ func run(o options) error {
 type managerCache struct{ cache.Cache }
 
 func (c managerCache) GetCache() cache.Cache { return c.Cache }
+
+// watchedKind is one informer the controllers read, and its cache.
+type watchedKind struct {
+	name   string
+	cache  cache.Cache
+	obj    client.Object
+	always bool // runs on every replica, not only where the controllers run
+}
+
+// informersSynced is /readyz's informer-sync check: every informer the
+// controllers read has synced. A cache's WaitForCacheSync is not enough:
+// it waits for the informers that exist when it is asked, and before the
+// controllers start their sources that is the WebApps' alone (IndexField
+// made it), so /readyz would pass while the children's caches still fill.
+// GetInformer makes a missing informer (the one the controller will use)
+// without waiting for it.
+func informersSynced(watched []watchedKind, controllersRun func() bool) healthz.Checker {
+	return func(req *http.Request) error {
+		all := controllersRun()
+		var unsynced []string
+		for _, w := range watched {
+			if !all && !w.always {
+				continue
+			}
+			inf, err := w.cache.GetInformer(req.Context(), w.obj, cache.BlockUntilSynced(false))
+			if err != nil {
+				return err
+			}
+			if !inf.HasSynced() {
+				unsynced = append(unsynced, w.name)
+			}
+		}
+		if len(unsynced) > 0 {
+			return fmt.Errorf("not synced: %s", strings.Join(unsynced, ", "))
+		}
+		return nil
+	}
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
