@@ -470,6 +470,7 @@ func benchmark(ctx context.Context, o options, args []string) (err error) {
 		Sizes: o.sizes, Cells: plan.Cells, IdleCells: plan.IdleCells, NamespacesMax: maxNamespaces,
 		Rounds: o.rounds, IdleSeconds: o.idle.Seconds(), ColdStartWindowSeconds: o.coldWindow.Seconds(), Workers: o.workers,
 		LeaseDuration: leaseDuration.String(), RenewDeadline: renewDeadline.String(), RetryPeriod: retryPeriod.String(),
+		ReadyzEveryInformer: true,
 	}
 	if o.controllers {
 		res.Config.FakeNodes, res.Config.DisabledControllers = cpOpts.Nodes, cpOpts.DisabledControllers
