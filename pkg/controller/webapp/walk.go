@@ -310,42 +310,87 @@ type fieldSet struct {
 var fieldSets sync.Map // reflect.Type → *fieldSet
 
 // fieldSetOf lists t's JSON fields, embedded structs without a name
-// inlined.
+// inlined. A name found more than once is resolved as encoding/json does,
+// so that the walk reads the value that the encoding holds: the shallowest
+// field wins, then a tagged one over an untagged one; two left equal cancel
+// out, and the name is not written at all.
 func fieldSetOf(t reflect.Type) *fieldSet {
 	if fs, ok := fieldSets.Load(t); ok {
 		return fs.(*fieldSet)
 	}
-	fs := &fieldSet{byName: map[string]field{}}
-	var add func(t reflect.Type, index []int)
-	add = func(t reflect.Type, index []int) {
-		for i := range t.NumField() {
-			sf := t.Field(i)
-			name, opts, _ := strings.Cut(sf.Tag.Get("json"), ",")
-			if name == "-" && opts == "" {
+	type candidate struct {
+		field
+		tagged bool
+	}
+	byName := map[string][]candidate{} // per name, in order of depth
+	// Breadth first, a depth at a time: a struct type already seen at a
+	// shallower depth adds nothing that is not dominated (or cancelled).
+	type level struct {
+		typ   reflect.Type
+		index []int
+	}
+	visited := map[reflect.Type]bool{}
+	for next := []level{{t, nil}}; len(next) > 0; {
+		current := next
+		next = nil
+		for _, lv := range current {
+			if visited[lv.typ] {
 				continue
 			}
-			idx := append(slices.Clone(index), i)
-			if et := sf.Type; name == "" && sf.Anonymous {
-				if et.Kind() == reflect.Pointer {
-					et = et.Elem()
-				}
-				if et.Kind() == reflect.Struct {
-					add(et, idx)
+			visited[lv.typ] = true
+			for i := range lv.typ.NumField() {
+				sf := lv.typ.Field(i)
+				name, opts, _ := strings.Cut(sf.Tag.Get("json"), ",")
+				if name == "-" && opts == "" {
 					continue
 				}
-			}
-			if !sf.IsExported() {
-				continue
-			}
-			if name == "" {
-				name = sf.Name
-			}
-			if _, dup := fs.byName[name]; !dup { // the shallower one wins
-				fs.byName[name] = field{name: name, index: idx, typ: sf.Type, omitEmpty: slices.Contains(strings.Split(opts, ","), "omitempty")}
+				idx := append(slices.Clone(lv.index), i)
+				if name == "" && sf.Anonymous {
+					et := sf.Type
+					if et.Kind() == reflect.Pointer {
+						et = et.Elem()
+					}
+					if et.Kind() == reflect.Struct {
+						next = append(next, level{et, idx})
+						continue
+					}
+				}
+				if !sf.IsExported() {
+					continue
+				}
+				tagged := name != ""
+				if !tagged {
+					name = sf.Name
+				}
+				byName[name] = append(byName[name], candidate{
+					field:  field{name: name, index: idx, typ: sf.Type, omitEmpty: slices.Contains(strings.Split(opts, ","), "omitempty")},
+					tagged: tagged,
+				})
 			}
 		}
 	}
-	add(t, nil)
+	fs := &fieldSet{byName: map[string]field{}}
+	for name, cs := range byName {
+		// cs is in order of depth; among the shallowest, a tagged one wins.
+		depth := len(cs[0].index)
+		var tagged, untagged []candidate
+		for _, c := range cs {
+			if len(c.index) != depth {
+				break
+			}
+			if c.tagged {
+				tagged = append(tagged, c)
+			} else {
+				untagged = append(untagged, c)
+			}
+		}
+		switch {
+		case len(tagged) == 1:
+			fs.byName[name] = tagged[0].field
+		case len(tagged) == 0 && len(untagged) == 1:
+			fs.byName[name] = untagged[0].field
+		}
+	}
 	for _, f := range fs.byName {
 		fs.sorted = append(fs.sorted, f)
 	}
