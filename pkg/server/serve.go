@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"strings"
@@ -31,6 +32,13 @@ type Server struct {
 	Handler http.Handler
 	// TLS, when set, makes the server speak HTTPS only.
 	TLS *tls.Config
+	// HTTP2, when set, configures HTTP/2 (offered through TLS.NextProtos).
+	HTTP2 *http.HTTP2Config
+	// MaxConnectionAge, when set, ends a connection once it is older than
+	// that, give or take a tenth, at its next request: the response asks
+	// for the close (GOAWAY over HTTP/2, after the streams in flight), and
+	// the client dials again.
+	MaxConnectionAge time.Duration
 
 	listener net.Listener
 	srv      *http.Server
@@ -47,8 +55,15 @@ func (s *Server) Listen() error {
 		l = tls.NewListener(l, s.TLS)
 	}
 	s.listener = l
+	handler := s.Handler
+	var connContext func(context.Context, net.Conn) context.Context
+	if s.MaxConnectionAge > 0 {
+		handler, connContext = withMaxConnectionAge(s.MaxConnectionAge, handler)
+	}
 	s.srv = &http.Server{
-		Handler:           s.Handler,
+		Handler:           handler,
+		ConnContext:       connContext,
+		HTTP2:             s.HTTP2,
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      writeTimeout,
@@ -59,6 +74,27 @@ func (s *Server) Listen() error {
 		ErrorLog: log.New(serverErrorWriter{name: s.Name}, "", 0),
 	}
 	return nil
+}
+
+type connEndKey struct{}
+
+// withMaxConnectionAge wraps h so that a response on a connection past its
+// end asks for the close; connContext gives each connection its end, the
+// age jittered so that connections opened together are not all redialled
+// at once.
+func withMaxConnectionAge(age time.Duration, h http.Handler) (http.Handler, func(context.Context, net.Conn) context.Context) {
+	connContext := func(ctx context.Context, _ net.Conn) context.Context {
+		jitter := time.Duration(rand.Int64N(int64(age)/5+1)) - age/10
+		return context.WithValue(ctx, connEndKey{}, time.Now().Add(age+jitter))
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if end, ok := r.Context().Value(connEndKey{}).(time.Time); ok && time.Now().After(end) {
+			// HTTP/2: GOAWAY once the streams in flight end; HTTP/1.1:
+			// the connection closes after this response.
+			w.Header().Set("Connection", "close")
+		}
+		h.ServeHTTP(w, r)
+	}), connContext
 }
 
 // BoundAddr is the address actually bound (useful with port 0).

@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -41,17 +42,36 @@ type CertificateSource interface {
 // certificate is served without a restart. TLS 1.2 is the minimum: the API
 // server's webhook client speaks 1.2 and 1.3, and nothing older is safe.
 //
-// HTTP/2 is offered first, for a stop that refuses no write: the API server
+// HTTP/2 is offered first, for what it buys at a stop: the API server
 // keeps its connections to a webhook open and reuses them, and over
 // HTTP/1.1 a server that stops can only close an idle one, racing a
 // request the API server is sending on it just then, which fails with EOF
 // or a broken pipe and is not retried (a POST). Over HTTP/2 the stop sends
 // GOAWAY with the last request it will answer; the API server's client
 // retries any later one on a new connection, which the Service gives to
-// another replica. controller-runtime turns HTTP/2 off by default, for the
-// 2023 rapid-reset attacks (CVE-2023-44487, CVE-2023-39325); Go's server
-// has bounded those since 1.21.3, and only the API server reaches this
-// port (manifests/network-policy).
+// another replica.
+//
+// What it costs. First, exposure: the HTTP/2 attacks that made
+// controller-runtime turn it off by default (rapid reset, CVE-2023-44487
+// and CVE-2023-39325; CONTINUATION floods, CVE-2023-45288) are bounded by
+// Go's server since 1.21.3 and 1.22.2, and this build's Go is newer; that
+// bound is all there is, since the port is open to every source (the
+// manifests' and the chart's NetworkPolicy cannot name the API server,
+// which is no pod). Second, affinity: the API server sends every call on
+// one connection, so to one replica. A replica that is alive but not
+// answering gets each new call until the API server's client stops using
+// that connection: after MaxConcurrentStreams of its calls time out
+// (client-go's HTTP/2 transport counts a call reset for its timeout
+// against the limit until the peer answers a PING), or after its health
+// check (30 s without a frame, then a 15 s PING: k8s.io/apimachinery
+// pkg/util/net/http.go), whichever comes first. Go's default of 250
+// streams refused 250 calls in a row when one of two replicas was frozen
+// (TestWebhookReplicaFrozen); webhookMaxConcurrentStreams bounds that. A
+// burst beyond it costs a second connection, dialled through the Service,
+// which spreads the calls. And connections are recycled after
+// webhookMaxConnectionAge, so that calls spread again over the replicas
+// after a rollout or a failover, rather than stay with the one the API
+// server dialled first.
 func NewWebhookServer(addr string, certs CertificateSource) *Server {
 	return &Server{
 		Name:    "webhook",
@@ -62,8 +82,25 @@ func NewWebhookServer(addr string, certs CertificateSource) *Server {
 			GetCertificate: certs.GetCertificate,
 			NextProtos:     []string{"h2", "http/1.1"},
 		},
+		HTTP2: &http.HTTP2Config{
+			MaxConcurrentStreams: webhookMaxConcurrentStreams,
+			// A caller gone silent (its node lost) frees its connection
+			// in 45 s rather than after the kernel's TCP timeout.
+			SendPingTimeout: 30 * time.Second,
+			PingTimeout:     15 * time.Second,
+		},
+		MaxConnectionAge: webhookMaxConnectionAge,
 	}
 }
+
+const (
+	// webhookMaxConcurrentStreams bounds the calls an API server sends on
+	// one connection before it opens another: the calls a frozen replica
+	// refuses in a row.
+	webhookMaxConcurrentStreams = 16
+	// webhookMaxConnectionAge recycles the API server's connections.
+	webhookMaxConnectionAge = 5 * time.Minute
+)
 
 // Webhooks returns the WebhookMux of a server made by NewWebhookServer, or
 // nil for any other server.

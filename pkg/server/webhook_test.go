@@ -1,21 +1,33 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"fmt"
 	"io"
+	mathrand "math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/transport"
 )
 
 func reviewBody(t *testing.T, uid types.UID) []byte {
@@ -267,4 +279,308 @@ func TestWebhookServerSpeaksHTTP2(t *testing.T) {
 			t.Errorf("%s: %s %d %s; want %s 200 with the review's UID", tc.name, resp.Proto, resp.StatusCode, body, tc.wantProto)
 		}
 	}
+}
+
+// TestWebhookServerSpreadsCallsOverConnections: the API server's HTTP/2
+// client sends at most webhookMaxConcurrentStreams calls on one
+// connection, and dials another (through the Service, perhaps to another
+// replica) for more; and a connection past its maximum age is closed after
+// the call that finds it so, which is answered, so that the next call
+// dials again.
+func TestWebhookServerSpreadsCallsOverConnections(t *testing.T) {
+	dir := t.TempDir()
+	pair := newTestPair(t, "webhook", time.Now().Add(time.Hour))
+	writePair(t, dir, DefaultCertName, DefaultKeyName, pair.certPEM, pair.keyPEM)
+	cw, err := NewCertWatcher(dir, CertWatcherOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	var blocked sync.WaitGroup
+	s := startWebhookServer(t, cw, "/validate", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Has("block") {
+			blocked.Done()
+			<-release
+		}
+		ServeAdmission(allowNamed).ServeHTTP(w, r)
+	}))
+	pool := x509.NewCertPool()
+	pool.AddCert(pair.cert)
+	var dials atomic.Int32
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		TLSClientConfig:   &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
+		ForceAttemptHTTP2: true,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			dials.Add(1)
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		},
+	}}
+	call := func(query string) error {
+		resp, err := client.Post("https://"+s.BoundAddr()+"/validate"+query, "application/json", bytes.NewReader(reviewBody(t, "uid")))
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+		if resp.StatusCode != http.StatusOK || resp.Proto != "HTTP/2.0" {
+			return fmt.Errorf("%s %d", resp.Proto, resp.StatusCode)
+		}
+		return nil
+	}
+	if err := call(""); err != nil {
+		t.Fatal(err)
+	}
+	const n = webhookMaxConcurrentStreams + 1
+	if n > 100 {
+		t.Fatalf("webhookMaxConcurrentStreams = %d: more than 100 calls a connection", webhookMaxConcurrentStreams)
+	}
+	blocked.Add(n)
+	errs := make(chan error, n)
+	for range n {
+		go func() { errs <- call("?block") }()
+	}
+	blocked.Wait()
+	close(release)
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := dials.Load(); got != 2 {
+		t.Errorf("%d calls at once took %d connections, want 2", n, got)
+	}
+
+	// Aged connections: the first call past the age is answered, then
+	// its connection goes.
+	client.CloseIdleConnections()
+	aged := NewWebhookServer("127.0.0.1:0", cw)
+	aged.MaxConnectionAge = 100 * time.Millisecond
+	aged.Webhooks().Handle("/validate", ServeAdmission(allowNamed))
+	if err := aged.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- aged.Serve(ctx, time.Second) }()
+	defer func() { cancel(); <-done }()
+	s = aged
+	dials.Store(0)
+	var got []int32
+	for i := range 3 {
+		if err := call(""); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		got = append(got, dials.Load())
+		time.Sleep(200 * time.Millisecond)
+	}
+	// The second call finds the first's connection aged, and is answered
+	// on it; the third dials.
+	if !slices.Equal(got, []int32{1, 1, 2}) {
+		t.Errorf("connections dialled by each of 3 calls spaced past the maximum age: %v, want [1 1 2]", got)
+	}
+}
+
+// Environment of TestWebhookReplicaFrozen: set to 1 to run the measurement
+// (a minute or more per protocol); the others are for its replicas.
+const (
+	envMeasureFrozen = "HANDROLL_MEASURE_FROZEN_REPLICA"
+	envReplicaDir    = "HANDROLL_WEBHOOK_REPLICA_CERT_DIR"
+	envReplicaHTTP1  = "HANDROLL_WEBHOOK_REPLICA_HTTP1"
+	envMeasureRate   = "HANDROLL_MEASURE_FROZEN_RATE" // calls a second; 20 unless set
+)
+
+// TestWebhookReplicaProcess is one webhook replica of
+// TestWebhookReplicaFrozen, run as a process of its own so that it can be
+// frozen with SIGSTOP: NewWebhookServer on a loopback port, printed on
+// stdout, until it is killed. Its answers carry its pid.
+func TestWebhookReplicaProcess(t *testing.T) {
+	dir := os.Getenv(envReplicaDir)
+	if dir == "" {
+		t.Skip("a replica of TestWebhookReplicaFrozen")
+	}
+	cw, err := NewCertWatcher(dir, CertWatcherOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewWebhookServer("127.0.0.1:0", cw)
+	if os.Getenv(envReplicaHTTP1) != "" {
+		s.TLS.NextProtos = []string{"http/1.1"}
+	}
+	s.Webhooks().Handle("/validate", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Replica", strconv.Itoa(os.Getpid()))
+		ServeAdmission(allowNamed).ServeHTTP(w, r)
+	}))
+	if err := s.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("listening %s\n", s.BoundAddr())
+	_ = s.Serve(context.Background(), time.Second)
+}
+
+// TestWebhookReplicaFrozen measures what the API server sees when the
+// webhook replica it is connected to is frozen (SIGSTOP: alive, not
+// answering), one of two replicas behind a Service. The caller is
+// client-go's transport as kube-apiserver's webhook client builds it
+// (rest.Config with a Dial, so utilnet.SetTransportDefaults with its
+// HTTP/2 health check), each call bounded by the webhooks' default
+// timeoutSeconds (10 s); its dial picks a replica per connection as
+// kube-proxy does. Calls arrive at a steady rate; the replica that served
+// the last one before the freeze is frozen, and the calls refused after
+// are counted, over HTTP/2 and over HTTP/1.1.
+//
+// HANDROLL_MEASURE_FROZEN_REPLICA=1 [HANDROLL_MEASURE_FROZEN_RATE=20] go test ./pkg/server -run TestWebhookReplicaFrozen -v
+func TestWebhookReplicaFrozen(t *testing.T) {
+	if os.Getenv(envMeasureFrozen) == "" {
+		t.Skip("a measurement of a minute per protocol: set " + envMeasureFrozen + "=1")
+	}
+	dir := t.TempDir()
+	pair := newTestPair(t, "webhook", time.Now().Add(time.Hour))
+	writePair(t, dir, DefaultCertName, DefaultKeyName, pair.certPEM, pair.keyPEM)
+	for _, proto := range []string{"h2", "http/1.1"} {
+		t.Run(strings.ReplaceAll(proto, "/", ""), func(t *testing.T) {
+			measureFrozenReplica(t, dir, pair.certPEM, proto == "http/1.1")
+		})
+	}
+}
+
+type frozenCall struct {
+	sent, ended time.Time
+	replica     string
+	err         error
+}
+
+func measureFrozenReplica(t *testing.T, dir string, caPEM []byte, http1 bool) {
+	rate := 20 // calls a second
+	if r, err := strconv.Atoi(os.Getenv(envMeasureRate)); err == nil && r > 0 {
+		rate = r
+	}
+	const (
+		timeout   = 10 * time.Second
+		warmUp    = 3 * time.Second
+		observed  = 60 * time.Second
+		callsPath = "/validate"
+	)
+	addrs := map[string]string{} // pid → address
+	procs := map[string]*os.Process{}
+	for range 2 {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestWebhookReplicaProcess$", "-test.v")
+		cmd.Env = append(os.Environ(), envReplicaDir+"="+dir, envMeasureFrozen+"=")
+		if http1 {
+			cmd.Env = append(cmd.Env, envReplicaHTTP1+"=1")
+		}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stderr = os.Stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = cmd.Process.Signal(syscall.SIGCONT)
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		})
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if addr, ok := strings.CutPrefix(sc.Text(), "listening "); ok {
+				pid := strconv.Itoa(cmd.Process.Pid)
+				addrs[pid], procs[pid] = addr, cmd.Process
+				break
+			}
+		}
+		go func() { _, _ = io.Copy(io.Discard, out) }()
+	}
+	if len(addrs) != 2 {
+		t.Fatalf("replicas listening: %v", addrs)
+	}
+	var backends []string
+	for _, a := range addrs {
+		backends = append(backends, a)
+	}
+	rt, err := transport.New(&transport.Config{
+		TLS: transport.TLSConfig{CAData: caPEM, ServerName: "localhost"},
+		DialHolder: &transport.DialHolder{Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			// A Service's ClusterIP: a replica per connection.
+			var d net.Dialer
+			return d.DialContext(ctx, network, backends[mathrand.IntN(len(backends))])
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Transport: rt}
+	body := reviewBody(t, "uid-frozen")
+
+	var mu sync.Mutex
+	var calls []frozenCall
+	var wg sync.WaitGroup
+	call := func() {
+		c := frozenCall{sent: time.Now()}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "https://webhook.handroll-system.svc:443"+callsPath, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err == nil {
+			_, err = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			c.replica = resp.Header.Get("X-Replica")
+			if err == nil && resp.StatusCode != http.StatusOK {
+				err = fmt.Errorf("status %d", resp.StatusCode)
+			}
+		}
+		c.ended, c.err = time.Now(), err
+		mu.Lock()
+		calls = append(calls, c)
+		mu.Unlock()
+	}
+	tick := time.NewTicker(time.Second / time.Duration(rate))
+	defer tick.Stop()
+	start := time.Now()
+	var frozenAt time.Time
+	var frozen string
+	for now := range tick.C {
+		if now.Sub(start) > warmUp+observed {
+			break
+		}
+		if frozenAt.IsZero() && now.Sub(start) > warmUp {
+			mu.Lock()
+			last := calls[len(calls)-1].replica
+			mu.Unlock()
+			if err := procs[last].Signal(syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			frozenAt, frozen = time.Now(), last
+		}
+		wg.Go(call)
+	}
+	wg.Wait()
+
+	var refused, servedByOther int
+	var lastRefusedSent, firstOtherSent time.Duration = -1, -1
+	for _, c := range calls {
+		if c.sent.Before(frozenAt) {
+			continue
+		}
+		at := c.sent.Sub(frozenAt)
+		switch {
+		case c.err != nil:
+			refused++
+			lastRefusedSent = max(lastRefusedSent, at)
+		case c.replica != frozen:
+			servedByOther++
+			if firstOtherSent < 0 || at < firstOtherSent {
+				firstOtherSent = at
+			}
+		}
+	}
+	proto := "HTTP/2"
+	if http1 {
+		proto = "HTTP/1.1"
+	}
+	t.Logf("%s: %d calls at %d/s in %s after freezing replica %s: %d refused (the last sent %s after the freeze), %d answered by the other (the first sent %s after)",
+		proto, refused+servedByOther, rate, observed, frozen, refused, lastRefusedSent.Round(100*time.Millisecond), servedByOther, firstOtherSent.Round(100*time.Millisecond))
 }
