@@ -340,7 +340,7 @@ var pairs = []pair{
 			},
 			{
 				title: "8. Apply each child",
-				does:  "Read each child, leave alone one the WebApp does not control, skip one that already holds the desired state, else apply it server-side; an event says what was applied.",
+				does:  "Read each child, leave alone one the WebApp does not control, skip one that already holds the desired state, else apply it server-side; an event says what was applied. handroll's apply carries a precondition the API server checks (the name free, or the object the cache showed), so a cache that lags cannot make it write over another's object.",
 				handroll: side{parts: []part{
 					stmts(hrRec, "Reconciler.reconcileChildren", "in := inputsOf(", "len(w.Spec.Config) == 0"),
 					whole(hrRec, "Reconciler.observe"),
@@ -348,6 +348,13 @@ var pairs = []pair{
 					whole(hrRec, "conflictError"),
 					whole(hrRec, "conflictError.Error"),
 					whole(hrRec, "Reconciler.ensure"),
+					whole(hrRec, "Reconciler.write"),
+					whole(hrRec, "Reconciler.recheck"),
+					whole(hrRec, "controlledBy"),
+					whole(hrRec, "conflictOf"),
+					whole(hrRec, "precondition"),
+					whole(hrRec, "absentVersion"),
+					whole(hrRec, "precondition.on"),
 					whole(hrRec, "Reconciler.unlabelled"),
 					whole(hrRec, "Reconciler.recordApplied"),
 				}},

@@ -46,19 +46,24 @@ var operatorNeeds = []need{
 	{cluster, "apps", "deployments", []string{"list", "watch"}, nil,
 		"pkg/cache/cache.go Caches.Deployments: informers filtered by managed-by=handroll; Caches.Metadata: every Deployment's metadata, " +
 			"which Reconciler.unlabelled reads for a Deployment missing from the filtered cache"},
+	{cluster, "apps", "deployments", []string{"get"}, nil,
+		"pkg/controller/webapp/reconciler.go Reconciler.recheck: a Deployment whose apply was refused on its precondition, read live to see whose it is"},
 	{cluster, "apps", "deployments", []string{"create", "patch"}, nil,
 		"pkg/controller/webapp/reconciler.go Reconciler.ensure (child.apply): server-side apply, authorized as create when it creates"},
 
 	{cluster, "", "services", []string{"list", "watch"}, nil,
 		"pkg/cache/cache.go Caches.Services: informers filtered by managed-by=handroll; Caches.Metadata: every Service's metadata, " +
 			"which Reconciler.unlabelled reads for a Service missing from the filtered cache"},
+	{cluster, "", "services", []string{"get"}, nil,
+		"pkg/controller/webapp/reconciler.go Reconciler.recheck: a Service whose apply was refused on its precondition, read live to see whose it is"},
 	{cluster, "", "services", []string{"create", "patch"}, nil,
 		"pkg/controller/webapp/reconciler.go Reconciler.ensure (child.apply): server-side apply, authorized as create when it creates"},
 
 	{cluster, "", "configmaps", []string{"list", "watch"}, nil,
 		"pkg/cache/cache.go Caches.ConfigMaps: those labelled managed-by=handroll (the operator namespace's too); Caches.Metadata: every ConfigMap's metadata"},
 	{cluster, "", "configmaps", []string{"get"}, nil,
-		"pkg/controller/webapp/refconfigmaps.go RefConfigMaps.Get: a ConfigMap named by spec.configMapRef, when its resourceVersion moves"},
+		"pkg/controller/webapp/refconfigmaps.go RefConfigMaps.Get: a ConfigMap named by spec.configMapRef, when its resourceVersion moves; " +
+			"reconciler.go Reconciler.recheck: the rendered ConfigMap whose apply was refused on its precondition"},
 	{cluster, "", "configmaps", []string{"create", "patch"}, nil,
 		"pkg/controller/webapp/reconciler.go Reconciler.ensure (server-side apply of <name>-config), and directory.go " +
 			"DirectoryReconciler.create and .patch (the directory ConfigMap in the operator's namespace)"},

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -169,7 +170,9 @@ type child struct {
 	// desired builds the apply configuration, once: a child found
 	// verified (see verified) never needs it.
 	desired func() any
-	apply   func(context.Context) (metav1.Object, error)
+	// apply writes desired with what the API server must find first
+	// (precondition): the object it writes, or none.
+	apply func(context.Context, precondition) (metav1.Object, error)
 }
 
 // childLabels are the labels ChildLabels adds to w's children, if any. They
@@ -254,8 +257,10 @@ func (r *Reconciler) children(w *handrollv1.WebApp, refCM *corev1.ConfigMap) []c
 				return r.Kube.CoreV1().ConfigMaps(ns).Get(ctx, cmName, metav1.GetOptions{})
 			},
 			desired: func() any { return cm() },
-			apply: func(ctx context.Context) (metav1.Object, error) {
-				return r.Kube.CoreV1().ConfigMaps(ns).Apply(ctx, cm(), applyOptions)
+			apply: func(ctx context.Context, p precondition) (metav1.Object, error) {
+				ac := *cm()
+				ac.ObjectMetaApplyConfiguration = p.on(ac.ObjectMetaApplyConfiguration)
+				return r.Kube.CoreV1().ConfigMaps(ns).Apply(ctx, &ac, applyOptions)
 			},
 		})
 	}
@@ -267,8 +272,10 @@ func (r *Reconciler) children(w *handrollv1.WebApp, refCM *corev1.ConfigMap) []c
 			return r.Kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
 		},
 		desired: func() any { return svc() },
-		apply: func(ctx context.Context) (metav1.Object, error) {
-			return r.Kube.CoreV1().Services(ns).Apply(ctx, svc(), applyOptions)
+		apply: func(ctx context.Context, p precondition) (metav1.Object, error) {
+			ac := *svc()
+			ac.ObjectMetaApplyConfiguration = p.on(ac.ObjectMetaApplyConfiguration)
+			return r.Kube.CoreV1().Services(ns).Apply(ctx, &ac, applyOptions)
 		},
 	})
 	dep := once(func() *appsv1ac.DeploymentApplyConfiguration {
@@ -281,8 +288,10 @@ func (r *Reconciler) children(w *handrollv1.WebApp, refCM *corev1.ConfigMap) []c
 			return r.Kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 		},
 		desired: func() any { return dep() },
-		apply: func(ctx context.Context) (metav1.Object, error) {
-			return r.Kube.AppsV1().Deployments(ns).Apply(ctx, dep(), applyOptions)
+		apply: func(ctx context.Context, p precondition) (metav1.Object, error) {
+			ac := *dep()
+			ac.ObjectMetaApplyConfiguration = p.on(ac.ObjectMetaApplyConfiguration)
+			return r.Kube.AppsV1().Deployments(ns).Apply(ctx, &ac, applyOptions)
 		},
 	})
 }
@@ -330,9 +339,15 @@ type conflictError struct{ object string }
 func (e *conflictError) Error() string { return e.object + " is not controlled by this WebApp" }
 
 // ensure applies c unless the live object already holds its configuration,
-// and refuses to touch an object of that name that the WebApp does not
+// and never touches an object of that name that the WebApp does not
 // control. It returns the object as it now is, and EventCreated or
 // EventUpdated when it applied.
+//
+// Whether an object is ours is the API server's answer; the caches only
+// say which write to try. A child they believe absent is created: its
+// apply fails, and changes nothing, when the name is taken. One they
+// believe ours is applied only if it is still that object (its uid). When
+// the API server disagrees with the caches, the live object decides.
 func (r *Reconciler) ensure(ctx context.Context, w *handrollv1.WebApp, in inputs, c child) (metav1.Object, string, error) {
 	current, err := c.cached()
 	if apierrors.IsNotFound(err) && c.filtered {
@@ -351,9 +366,10 @@ func (r *Reconciler) ensure(ctx context.Context, w *handrollv1.WebApp, in inputs
 	}
 	owner := types.NamespacedName{Namespace: w.Namespace, Name: w.Name}
 	exists := err == nil
+	var pre precondition // the name is free
 	if exists {
-		if ref := metav1.GetControllerOf(current); ref == nil || ref.UID != w.UID {
-			return nil, "", &conflictError{object: fmt.Sprintf("%s %s/%s", c.kind, w.Namespace, c.name)}
+		if !controlledBy(current, w) {
+			return nil, "", conflictOf(w, c)
 		}
 		if _, partial := current.(*metav1.PartialObjectMetadata); !partial {
 			upToDate, err := r.upToDate(ctx, owner, in, c, current)
@@ -363,16 +379,21 @@ func (r *Reconciler) ensure(ctx context.Context, w *handrollv1.WebApp, in inputs
 		}
 		// Ours but without our labels (so missing from the full cache):
 		// the apply puts them back.
+		pre.uid = current.GetUID()
 	}
 
-	done := r.recent.writing(key)
-	applied, err := c.apply(ctx)
-	if err == nil {
-		r.recent.wrote(key, cachedRV, applied)
+	applied, err := r.write(ctx, key, cachedRV, c, pre)
+	if apierrors.IsConflict(err) || apierrors.IsInvalid(err) {
+		// The name is taken though the caches had not seen it, or the
+		// object they knew was replaced: ask the API server whose it is.
+		var ours bool
+		if ours, err = r.recheck(ctx, w, c, &pre, err); ours {
+			exists = true
+			applied, err = r.write(ctx, key, cachedRV, c, pre)
+		}
 	}
-	done()
 	if err != nil {
-		if _, partial := current.(*metav1.PartialObjectMetadata); exists && !partial {
+		if _, partial := current.(*metav1.PartialObjectMetadata); exists && current != nil && !partial {
 			// Refused or failed, the object we control is still there as
 			// it was: the caller may report it (a Service still serves).
 			return current, "", err
@@ -389,6 +410,79 @@ func (r *Reconciler) ensure(ctx context.Context, w *handrollv1.WebApp, in inputs
 		return applied, EventUpdated, nil
 	}
 	return applied, EventCreated, nil
+}
+
+// write applies c on condition pre, remembering what it wrote until the
+// cache shows it.
+func (r *Reconciler) write(ctx context.Context, key, cachedRV string, c child, pre precondition) (metav1.Object, error) {
+	done := r.recent.writing(key)
+	defer done()
+	applied, err := c.apply(ctx, pre)
+	if err == nil {
+		r.recent.wrote(key, cachedRV, applied)
+	}
+	return applied, err
+}
+
+// recheck reads c live after the API server refused a write on condition
+// pre with refusal. An object that w does not control is a conflict; one
+// it controls, but not the one pre named, is ours to write again, and pre
+// is set to it. Otherwise the refusal stands.
+func (r *Reconciler) recheck(ctx context.Context, w *handrollv1.WebApp, c child, pre *precondition, refusal error) (ours bool, err error) {
+	live, err := c.live(ctx)
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, refusal // gone meanwhile: retried with backoff
+	case err != nil:
+		return false, err
+	case !controlledBy(live, w):
+		return false, conflictOf(w, c)
+	case live.GetUID() == pre.uid:
+		return false, refusal // the precondition held: refused for what it says
+	}
+	pre.uid = live.GetUID()
+	return true, nil
+}
+
+// controlledBy tells whether w is obj's controller.
+func controlledBy(obj metav1.Object, w *handrollv1.WebApp) bool {
+	ref := metav1.GetControllerOf(obj)
+	return ref != nil && ref.UID == w.UID
+}
+
+func conflictOf(w *handrollv1.WebApp, c child) *conflictError {
+	return &conflictError{object: fmt.Sprintf("%s %s/%s", c.kind, w.Namespace, c.name)}
+}
+
+// precondition is what an apply requires of the object it would change,
+// checked by the API server in the same write, so that no cache's lag
+// can make us write over an object that is not ours.
+type precondition struct {
+	// uid: the object must be this one. Empty: no object of the name
+	// may exist.
+	uid types.UID
+}
+
+// absentVersion is a resourceVersion no stored object has. An apply that
+// carries it is refused with a Conflict by any object of its name, and
+// creates one where there is none: the API server checks a create-by-apply's
+// version against nothing and then wipes it (k8s.io/apiserver,
+// pkg/registry/generic/registry/store.go, Store.Update). Neither it nor a
+// uid is a managed field: they change no field ownership.
+const absentVersion = "9223372036854775807"
+
+// on returns m with the precondition set, leaving m as it was: the same
+// apply configuration is compared with the live object (upToDate).
+func (p precondition) on(m *metav1ac.ObjectMetaApplyConfiguration) *metav1ac.ObjectMetaApplyConfiguration {
+	out := *m
+	if p.uid == "" {
+		v := absentVersion
+		out.ResourceVersion = &v
+	} else {
+		uid := p.uid
+		out.UID = &uid
+	}
+	return &out
 }
 
 // upToDate tells whether live, a full child object, holds c's desired
