@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -148,7 +150,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	// Applying also makes klog slog's default, and so the log package's.
-	if err := logsapi.ValidateAndApply(o.logs, gates); err != nil {
+	// Its streams pass through gate, which ends them on an error exit.
+	gate := &exitGate{}
+	streams := &logsapi.LoggingOptions{ErrorStream: gate.writer(os.Stderr), InfoStream: gate.writer(os.Stdout)}
+	if err := logsapi.ValidateAndApplyWithOptions(o.logs, streams, gates); err != nil {
 		fmt.Fprintf(stderr, "handroll: logging: %v\n", err)
 		return 2
 	}
@@ -159,13 +164,58 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 
 	if err := start(ctx, o); err != nil {
-		klog.ErrorS(err, "handroll stopped with an error")
+		// The reason is the last line, though goroutines not waited for
+		// (the controllers of a range whose Lease was lost) still log.
+		klog.Flush()
+		gate.lastLine(stoppedWithAnError)
+		klog.ErrorS(err, stoppedWithAnError)
 		klog.Flush()
 		return 1
 	}
 	klog.InfoS("handroll stopped")
 	klog.Flush()
 	return 0
+}
+
+const stoppedWithAnError = "handroll stopped with an error"
+
+// exitGate passes the log streams through until lastLine: from then on it
+// passes only the first write holding that line's message, then nothing.
+type exitGate struct {
+	mu     sync.Mutex
+	last   []byte // the awaited message, once lastLine is called
+	closed bool
+}
+
+func (g *exitGate) lastLine(msg string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.last = []byte(msg)
+}
+
+func (g *exitGate) writer(w io.Writer) io.Writer {
+	return gatedWriter{g: g, w: w}
+}
+
+type gatedWriter struct {
+	g *exitGate
+	w io.Writer
+}
+
+func (gw gatedWriter) Write(p []byte) (int, error) {
+	g := gw.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case g.closed:
+		return len(p), nil
+	case g.last == nil:
+		return gw.w.Write(p)
+	case bytes.Contains(p, g.last):
+		g.closed = true
+		return gw.w.Write(p)
+	}
+	return len(p), nil
 }
 
 // logFlag names the flag that sets field of LoggingConfiguration, as

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -69,7 +70,18 @@ func validateLeaseNames(o options) error {
 // every WebApp, a shard.Coordinator runs this replica's share of the
 // ranges, each a scope under its own Lease, with caches of that range's
 // WebApps and their children alone where the API server can narrow them.
-func startSharded(ctx context.Context, p *process) error {
+func startSharded(ctx context.Context, p *process) (err error) {
+	// A range that can no longer be fenced (its Lease lost, or its work
+	// still running past the stop) ends the process at once: stopping the
+	// other ranges would drain them for nothing, and their lines would
+	// bury the reason, which main logs last.
+	unlessFenced := func(stop func()) func() {
+		return func() {
+			if !errors.Is(err, leader.ErrLeaseLost) && !errors.Is(err, leader.ErrWorkStillRunning) {
+				stop()
+			}
+		}
+	}
 	// Step 8 — cache: what the replica caches for all its ranges. The API
 	// server narrows each range's own caches when it applies the
 	// shardSelector; otherwise every replica caches every range once, and
@@ -79,7 +91,7 @@ func startSharded(ctx context.Context, p *process) error {
 	if err != nil {
 		return err
 	}
-	defer rc.stop()
+	defer unlessFenced(rc.stop)()
 	ranges, err := shard.Ranges(p.o.shards)
 	if err != nil {
 		return fmt.Errorf("step 8, cache: %w", err)
@@ -119,12 +131,12 @@ func startSharded(ctx context.Context, p *process) error {
 	// /healthz passes, and the ranges' electors answer instead.
 	p.health.AddLivenessCheck(coordinator.HealthCheck())
 	cacheCtx, stopEvents := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopEvents()
+	defer unlessFenced(stopEvents)()
 	if err := startEventWriter(cacheCtx, p.broadcaster, p.eventSink); err != nil {
 		return fmt.Errorf("step 7, events: %w", err)
 	}
 	runCtx, stopRun := context.WithCancel(ctx)
-	defer stopRun()
+	defer unlessFenced(stopRun)()
 	election := make(chan error, 1)
 	go func() { election <- coordinator.Run(runCtx) }()
 	klog.InfoS("Sharding", "ranges", p.o.shards, "identity", p.elector.Identity(), "split", members.Split)

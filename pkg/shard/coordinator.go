@@ -73,8 +73,10 @@ type rangeResult struct {
 }
 
 // Run coordinates until ctx ends, then leaves the membership and stops
-// every range's work, releasing each range's Lease once its work is done. It returns nil then, the first
-// ErrLeaseLost (at once), or the first error a range's work returned.
+// every range's work, releasing each range's Lease once its work is done.
+// It returns the first ErrLeaseLost or ErrWorkStillRunning at once, even
+// while it stops (the process must exit before another replica takes
+// that range); else the errors the ranges' work returned, nil for none.
 func (c *Coordinator) Run(ctx context.Context) error {
 	if len(c.Ranges) == 0 || c.Members == nil || c.Work == nil || c.NewElector == nil || c.Interval <= 0 {
 		return errors.New("shard.Coordinator needs ranges, members, an elector, work and an interval")
@@ -90,8 +92,9 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	// stopAll leaves the membership first, so that the others take each
 	// range as soon as its own work has drained and its Lease is released,
 	// not once the slowest range has: the range Leases, still renewed
-	// while their work drains, fence them meanwhile.
-	stopAll := func() {
+	// while their work drains, fence them meanwhile. A range that cannot
+	// be fenced any more ends it at once, without waiting for the others.
+	stopAll := func() error {
 		for _, h := range held {
 			h.cancel()
 		}
@@ -100,7 +103,21 @@ func (c *Coordinator) Run(ctx context.Context) error {
 			// The others drop it after Members.Duration instead.
 			logger.Error(err, "Leaving the shard members")
 		}
+		var errs []error
+		for len(held) > 0 {
+			res := <-results
+			delete(held, res.r.Index)
+			switch {
+			case errors.Is(res.err, leader.ErrLeaseLost):
+				return errors.Join(append(errs, res.err)...)
+			case errors.Is(res.err, leader.ErrWorkStillRunning):
+				return errors.Join(append(errs, fmt.Errorf("range %v: %w", res.r, res.err))...)
+			case res.err != nil:
+				errs = append(errs, fmt.Errorf("range %v: %w", res.r, res.err))
+			}
+		}
 		wg.Wait()
+		return errors.Join(errs...)
 	}
 
 	// The members are read in a goroutine of their own: a list that hangs
@@ -110,8 +127,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			stopAll()
-			return nil
+			return stopAll()
 		case res := <-results:
 			h := held[res.r.Index]
 			delete(held, res.r.Index)
@@ -124,8 +140,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 				// by then, so no draining of the others either.
 				return fmt.Errorf("range %v: %w", res.r, res.err)
 			case !res.cancelled:
-				stopAll()
-				return fmt.Errorf("range %v: %w", res.r, res.err)
+				return errors.Join(fmt.Errorf("range %v: %w", res.r, res.err), stopAll())
 			case res.err != nil:
 				// Handed over; its Lease was released once the work ended.
 				logger.Error(res.err, "The range's work ended with an error on its hand-over", "range", res.r)
@@ -155,8 +170,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 				}
 				h, err := c.start(ctx, c.Ranges[i], results, &wg)
 				if err != nil {
-					stopAll()
-					return err
+					return errors.Join(err, stopAll())
 				}
 				held[i] = h
 			}
