@@ -117,7 +117,7 @@ func uninstall(ctx context.Context, o uninstallOptions, out io.Writer) error {
 		return err
 	}
 	if o.deleteWebApps {
-		if err := deleteAllWebApps(ctx, hc, o.forceFinalizers, o.timeout, out); err != nil {
+		if err := deleteAllWebApps(ctx, hc, kube, o.forceFinalizers, o.timeout, out); err != nil {
 			return err
 		}
 	}
@@ -133,9 +133,15 @@ func uninstall(ctx context.Context, o uninstallOptions, out io.Writer) error {
 // WebApp that appears meanwhile (a GitOps tool putting it back) is deleted
 // too; handroll's legacy finalizer is removed here, so that this works with
 // no operator running as well, and every finalizer if force is set.
-func deleteAllWebApps(ctx context.Context, hc versioned.Interface, force bool, timeout time.Duration, out io.Writer) error {
+func deleteAllWebApps(ctx context.Context, hc versioned.Interface, kube kubernetes.Interface, force bool, timeout time.Duration, out io.Writer) error {
 	sweep := webAppSweeper{client: hc, force: force, out: out}
 	left, err := sweep.pass(ctx)
+	if apierrors.IsNotFound(err) {
+		// No CRD, no WebApp: a second uninstall, or crd.enable=false with
+		// the CRD already removed.
+		fmt.Fprintln(out, "uninstall: no WebApp CRD in the cluster: no WebApp to delete")
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -145,6 +151,10 @@ func deleteAllWebApps(ctx context.Context, hc versioned.Interface, force bool, t
 		err = wait.PollUntilContextTimeout(ctx, time.Second, timeout, false, func(ctx context.Context) (bool, error) {
 			now, err := sweep.pass(ctx)
 			switch {
+			case apierrors.IsNotFound(err):
+				// The CRD went meanwhile, and every WebApp with it.
+				left, lastErr = nil, nil
+				return true, nil
 			case err == nil:
 				left, lastErr = now, nil
 				return len(left) == 0, nil
@@ -157,8 +167,7 @@ func deleteAllWebApps(ctx context.Context, hc versioned.Interface, force bool, t
 		})
 	}
 	if err != nil {
-		msg := fmt.Sprintf("%d WebApp(s) still there after %s; handroll removes only its own finalizer, so let the others finish first (or force it: --force-finalizers):\n  %s",
-			len(left), timeout, strings.Join(left, "\n  "))
+		msg := heldMessage(context.WithoutCancel(ctx), kube, left, timeout)
 		// The pass cut short by the timeout itself says nothing new.
 		if lastErr != nil && !errors.Is(lastErr, context.DeadlineExceeded) && !errors.Is(lastErr, context.Canceled) {
 			msg += "\nthe last attempt failed: " + lastErr.Error()
@@ -187,7 +196,7 @@ type webAppSweeper struct {
 // pass deletes the WebApps not yet being deleted and removes handroll's
 // legacy finalizer, never another's unless forced. It returns those still
 // there, each with what holds it.
-func (s webAppSweeper) pass(ctx context.Context) (left []string, err error) {
+func (s webAppSweeper) pass(ctx context.Context) (left []heldWebApp, err error) {
 	list, err := s.client.HandrollV1().WebApps(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("listing the WebApps: %w", err)
@@ -195,7 +204,6 @@ func (s webAppSweeper) pass(ctx context.Context) (left []string, err error) {
 	for i := range list.Items {
 		w := &list.Items[i]
 		client := s.client.HandrollV1().WebApps(w.Namespace)
-		state := "being deleted"
 		if w.DeletionTimestamp == nil {
 			// Foreground: the WebApp stays until the garbage collector has
 			// deleted its children, so that "every WebApp is gone" means
@@ -225,15 +233,91 @@ func (s webAppSweeper) pass(ctx context.Context) (left []string, err error) {
 				return nil, fmt.Errorf("removing %s from WebApp %s/%s: %w", removes, w.Namespace, w.Name, err)
 			}
 		}
-		switch {
-		case len(others) > 0:
-			state = "held by the finalizer(s) " + strings.Join(others, ", ") + " of another controller"
-		case slices.Contains(w.Finalizers, metav1.FinalizerDeleteDependents):
-			state = "waiting for the garbage collector to delete its children"
-		}
-		left = append(left, fmt.Sprintf("%s/%s (%s)", w.Namespace, w.Name, state))
+		left = append(left, heldWebApp{namespace: w.Namespace, name: w.Name, uid: w.UID, others: others,
+			foreground: slices.Contains(w.Finalizers, metav1.FinalizerDeleteDependents)})
 	}
 	return left, nil
+}
+
+// heldWebApp is a WebApp still there after a pass, and what holds it.
+type heldWebApp struct {
+	namespace, name string
+	uid             types.UID
+	others          []string // other controllers' finalizers
+	foreground      bool     // the garbage collector's foregroundDeletion
+}
+
+// heldMessage says why each WebApp of left is still there after timeout,
+// naming what holds it, and gives only the advice that would help: a
+// child's finalizer is its own controller's, which --force-finalizers does
+// not touch.
+func heldMessage(ctx context.Context, kube kubernetes.Interface, left []heldWebApp, timeout time.Duration) string {
+	var lines, advice []string
+	var byOthers, byChildren bool
+	for _, w := range left {
+		state := "being deleted"
+		switch {
+		case len(w.others) > 0:
+			byOthers = true
+			state = "held by the finalizer(s) " + strings.Join(w.others, ", ") + " of another controller"
+		case w.foreground:
+			byChildren = true
+			state = "waiting for the garbage collector to delete its children"
+			if children := childrenLeft(ctx, kube, w); len(children) > 0 {
+				state += ": " + strings.Join(children, "; ")
+			}
+		}
+		lines = append(lines, fmt.Sprintf("%s/%s (%s)", w.namespace, w.name, state))
+	}
+	if byOthers {
+		advice = append(advice, "handroll removes only its own finalizer, so let the other controllers finish first (or force it: --force-finalizers)")
+	}
+	if byChildren {
+		advice = append(advice, "a WebApp goes once the garbage collector has deleted its children, and a child's finalizer is its own controller's to remove")
+	}
+	msg := fmt.Sprintf("%d WebApp(s) still there after %s", len(left), timeout)
+	if len(advice) > 0 {
+		msg += "; " + strings.Join(advice, "; ")
+	}
+	return msg + ":\n  " + strings.Join(lines, "\n  ")
+}
+
+// childrenLeft names the children of w the operator makes (its Deployment,
+// Service and ConfigMap) that are still there, each with the finalizers
+// that hold it. Best effort: what it cannot read it leaves unnamed.
+func childrenLeft(ctx context.Context, kube kubernetes.Interface, w heldWebApp) []string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	opts := metav1.ListOptions{LabelSelector: webapp.ChildSelector}
+	var found []string
+	add := func(kind string, m metav1.Object) {
+		if !slices.ContainsFunc(m.GetOwnerReferences(), func(r metav1.OwnerReference) bool { return r.UID == w.uid }) {
+			return
+		}
+		desc := kind + " " + m.GetName()
+		if fs := slices.DeleteFunc(slices.Clone(m.GetFinalizers()), garbageCollectors); len(fs) > 0 {
+			desc += ", held by the finalizer(s) " + strings.Join(fs, ", ")
+		} else if m.GetDeletionTimestamp() == nil {
+			desc += ", not yet deleted"
+		}
+		found = append(found, desc)
+	}
+	if l, err := kube.AppsV1().Deployments(w.namespace).List(ctx, opts); err == nil {
+		for i := range l.Items {
+			add("Deployment", &l.Items[i])
+		}
+	}
+	if l, err := kube.CoreV1().Services(w.namespace).List(ctx, opts); err == nil {
+		for i := range l.Items {
+			add("Service", &l.Items[i])
+		}
+	}
+	if l, err := kube.CoreV1().ConfigMaps(w.namespace).List(ctx, opts); err == nil {
+		for i := range l.Items {
+			add("ConfigMap", &l.Items[i])
+		}
+	}
+	return found
 }
 
 // garbageCollectors reports whether f is one of the garbage collector's

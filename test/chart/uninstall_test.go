@@ -100,7 +100,7 @@ func TestUninstallCommand(t *testing.T) {
 	}
 
 	uninstall := func(flags ...string) (string, error) {
-		args := append([]string{"uninstall", "--kubeconfig=" + cp.Kubeconfig, "--operator-namespace=" + opNS, "--timeout=5s"}, flags...)
+		args := append([]string{"uninstall", "--kubeconfig=" + cp.Kubeconfig, "--operator-namespace=" + opNS, "--delete-webapps", "--timeout=5s"}, flags...)
 		cmd := exec.CommandContext(ctx, bin, args...)
 		out, err := cmd.CombinedOutput()
 		return string(out), err
@@ -112,7 +112,7 @@ func TestUninstallCommand(t *testing.T) {
 	// A WebApp is not gone while a child is left: the CRD must outlive
 	// them all.
 	for _, want := range []string{"team-b/backed-up (held by the finalizer(s) " + foreignFinalizer, "team-b/guarded (held by the finalizer(s) " + policyFinalizer, "--force-finalizers",
-		"team-a/draining (waiting for the garbage collector to delete its children)"} {
+		"team-a/draining (waiting for the garbage collector to delete its children: ConfigMap draining-child, held by the finalizer(s) " + drainFinalizer} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the failure does not say %q:\n%s", want, out)
 		}
@@ -312,5 +312,78 @@ func operatorDeployment() *appsv1.Deployment {
 				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "manager", Image: "handroll:test"}}},
 			},
 		},
+	}
+}
+
+// buildHandroll builds cmd/handroll into a temporary directory.
+func buildHandroll(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "handroll")
+	if out, err := run(t, nil, "go", "build", "-o", bin, "./cmd/handroll"); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// startWith starts a control plane with o, stopped at the end of t.
+func startWith(t *testing.T, o controlplane.Options) *controlplane.ControlPlane {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: no control plane")
+	}
+	cp, err := controlplane.Start(t.Context(), o)
+	if err != nil {
+		t.Fatalf("starting the API server: %v", err)
+	}
+	t.Cleanup(func() { _ = cp.Stop() })
+	return cp
+}
+
+func runUninstall(ctx context.Context, bin, kubeconfig string, flags ...string) (string, error) {
+	args := append([]string{"uninstall", "--kubeconfig=" + kubeconfig}, flags...)
+	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+	return string(out), err
+}
+
+// TestUninstallWithoutTheCRDSucceeds: with no WebApp CRD (crd.enable=false
+// and the CRD removed, or a second uninstall), there is no WebApp to
+// delete: handroll uninstall --delete-webapps succeeds and says so.
+func TestUninstallWithoutTheCRDSucceeds(t *testing.T) {
+	cp := startWith(t, controlplane.Options{})
+	bin := buildHandroll(t)
+	out, err := runUninstall(t.Context(), bin, cp.Kubeconfig, "--operator-namespace=handroll-system", "--delete-webapps", "--timeout=5s")
+	if err != nil {
+		t.Fatalf("handroll uninstall --delete-webapps without the CRD: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "no WebApp CRD") {
+		t.Errorf("handroll uninstall does not say that there is no WebApp CRD:\n%s", out)
+	}
+}
+
+// TestTimeoutNamesWhatHoldsTheWebApp: a WebApp that the garbage collector's
+// foregroundDeletion holds while a child of its own waits for its
+// finalizer is named with that child and its finalizer, and the advice to
+// force other controllers' finalizers, which would not help, is not given.
+func TestTimeoutNamesWhatHoldsTheWebApp(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	cp := startWith(t, controlplane.Options{Controllers: true, CRDDirs: []string{filepath.Join(repoRoot(t), "manifests", "crd")}})
+	kube, hc := cp.KubeClient(t), cp.HandrollClient(t)
+	bin := buildHandroll(t)
+	created, err := hc.HandrollV1().WebApps("default").Create(ctx, &handrollv1.WebApp{ObjectMeta: metav1.ObjectMeta{Name: "draining"}, Spec: handrollv1.WebAppSpec{Image: "registry.invalid/app:1"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	createChild(ctx, t, kube, created, drainFinalizer)
+	waitForGarbageCollector(ctx, t, hc, kube)
+	out, err := runUninstall(ctx, bin, cp.Kubeconfig, "--operator-namespace=handroll-system", "--deployment=", "--delete-webapps", "--timeout=5s")
+	if err == nil {
+		t.Fatalf("handroll uninstall succeeded with a child held:\n%s", out)
+	}
+	if strings.Contains(out, "--force-finalizers") {
+		t.Errorf("the failure advises --force-finalizers, which removes no child's finalizer:\n%s", out)
+	}
+	if want := "default/draining (waiting for the garbage collector to delete its children: ConfigMap draining-child, held by the finalizer(s) " + drainFinalizer + ")"; !strings.Contains(out, want) {
+		t.Errorf("the failure does not say %q:\n%s", want, out)
 	}
 }
