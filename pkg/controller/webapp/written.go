@@ -30,7 +30,9 @@ const echoWait = 2 * time.Second
 //
 // Any event for the object in the full informer, the one the reconciler
 // reads, drops what was remembered (observe): that cache has it from then
-// on. That matters where the version alone cannot tell, an object created
+// on. A resync of the version the write was decided on is the exception:
+// it shows the cache has not moved, and the reconcile it starts must still
+// see the write, not apply it again. That matters where the version alone cannot tell, an object created
 // and deleted again before a reconcile saw it, which is absent both before
 // and after. A metadata informer's events drop nothing: it is a watch of
 // its own, often ahead of the full one, and its event says nothing about
@@ -106,9 +108,19 @@ func (j *justWritten) event(key, rv string, deleted bool) (echo bool) {
 	if !ok {
 		return false
 	}
-	j.m.CompareAndDelete(key, v)
 	w := v.(written)
+	if w.before(rv, deleted) {
+		return false // a resync of what the write was decided on: not moved
+	}
+	j.m.CompareAndDelete(key, v)
 	return !deleted && rv != "" && w.to == rv && time.Since(w.at) < writtenMaxAge
+}
+
+// before tells whether an event of version rv shows the object as it was
+// when the write was decided, so that the cache has not moved: a resync
+// delivered after the write returned and before its echo.
+func (w written) before(rv string, deleted bool) bool {
+	return !deleted && rv != "" && rv == w.from
 }
 
 // notEcho passes a child's events except the echo of this process's own
@@ -131,7 +143,8 @@ func (j *justWritten) notEcho(kind string) controller.Predicate {
 }
 
 // observe drops key's memory when its informer delivers any event for it
-// but the echo of the write remembered.
+// but the echo of the write remembered or a resync of the version it was
+// decided on.
 // Give it only the informers whose listers the reconciler reads the kind
 // from, never a metadata informer (see justWritten).
 //
@@ -141,10 +154,15 @@ func (j *justWritten) notEcho(kind string) controller.Predicate {
 func (j *justWritten) observe(informer cache.SharedIndexInformer, kind string) error {
 	return j.onEvents(informer, func(m metav1.Object, deleted bool) {
 		key := childKey(kind, m.GetNamespace(), m.GetName())
-		if v, ok := j.m.Load(key); ok && !deleted && v.(written).to == m.GetResourceVersion() {
-			return // the echo, which notEcho ends
+		v, ok := j.m.Load(key)
+		if !ok {
+			return
 		}
-		j.m.Delete(key)
+		w, rv := v.(written), m.GetResourceVersion()
+		if !deleted && w.to == rv || w.before(rv, deleted) {
+			return // the echo, which notEcho ends, or a resync from before it
+		}
+		j.m.CompareAndDelete(key, v)
 	})
 }
 

@@ -373,3 +373,44 @@ func testStatusMemoryEnds(t *testing.T, echoFirst bool) {
 		t.Errorf("after the WebApp's event, %d writes still remembered, want 0", n)
 	}
 }
+
+// TestResyncBeforeTheEchoKeepsTheWrite: a resync of a child's version from
+// before this process's write of it, delivered after the write returned
+// and before its echo, says nothing new: the reconcile it starts must
+// still compare with what was written, or it would apply the same child
+// twice.
+func TestResyncBeforeTheEchoKeepsTheWrite(t *testing.T) {
+	var j justWritten
+	full := newFakeInformer()
+	if err := j.observe(full, "Deployment"); err != nil {
+		t.Fatal(err)
+	}
+	pred := j.notEcho("Deployment")
+	key := childKey("Deployment", "ns", "shop")
+	at := func(rv string) *appsv1.Deployment {
+		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "shop", ResourceVersion: rv}}
+	}
+	if err := full.indexer.Add(at("5")); err != nil {
+		t.Fatal(err)
+	}
+
+	done := j.writing(key)
+	j.wrote(key, "5", at("7"))
+	done()
+
+	// The resync: the cache's version 5 again, to every handler.
+	full.deliver(t, at("5"))
+	if !pred.Update(at("5"), at("5")) {
+		t.Error("a resync did not pass")
+	}
+	if obj, ok := j.seen(key, "5"); !ok || obj.(*appsv1.Deployment).ResourceVersion != "7" {
+		t.Fatalf("after a resync of version 5: seen %v, %t; want the write (version 7)", obj, ok)
+	}
+
+	// The echo ends the memory; the cache holds the write from then on.
+	full.deliver(t, at("7"))
+	pred.Update(at("5"), at("7"))
+	if _, held := j.m.Load(key); held {
+		t.Error("the memory of the write outlived its echo")
+	}
+}
