@@ -214,7 +214,11 @@ func runLeader(ctx context.Context, p *process) error {
 	// Without warm standby a standby has no caches to wait for: it is ready
 	// to serve its webhooks and to take over.
 	warm := p.o.leader.WarmStandby || !p.o.leader.Enabled
-	p.health.SetReadinessCheck(leaderSyncCheck(caches, func() bool { return warm || isClosed(p.elector.Elected()) }))
+	servesConversion := p.o.webhookPort != 0
+	p.health.SetReadinessCheck(leaderSyncCheck(caches, servesConversion, func() bool { return warm || isClosed(p.elector.Elected()) }))
+	if servesConversion {
+		p.health.AddReadinessReport(conversionReport(caches))
+	}
 
 	// Step 9 — controllers (controller.New + builder.For/Owns/Watches): the
 	// scope's two.
@@ -276,15 +280,49 @@ func runLeader(ctx context.Context, p *process) error {
 
 // leaderSyncCheck is the single leader's readiness check on its caches,
 // counted only while counts says so: a cold standby has none to wait for.
-func leaderSyncCheck(caches *handrollcache.Caches, counts func() bool) server.Check {
+//
+// A replica that serves the webhooks does not wait for an informer whose
+// list fails only because the API server cannot call handroll's
+// conversion webhook (objects stored at v1alpha1, every replica restarted
+// at once): the API server reaches that webhook through the Service, which
+// publishes only ready replicas, so waiting would be a deadlock, each
+// replica unready until a replica is ready. Once ready, it is published,
+// the conversion is served, and the informer's next list (client-go
+// retries at most a minute apart) fills the cache within step 10's
+// --cache-sync-timeout; the controllers start only after that, as ever.
+func leaderSyncCheck(caches *handrollcache.Caches, servesConversion bool, counts func() bool) server.Check {
+	unsynced := caches.Unsynced
+	if servesConversion {
+		unsynced = caches.UnsyncedExceptConversion
+	}
+	var logged sync.Once
 	return server.Check{Name: "informer-sync", Check: func(*http.Request) error {
 		if !counts() {
 			return nil
 		}
 		// Names only: why (a forbidden list, say) is in the log and in
 		// step 10's error, not on a port anyone in the cluster can probe.
-		if unsynced := caches.Unsynced(); len(unsynced) > 0 {
+		if unsynced := unsynced(); len(unsynced) > 0 {
 			return fmt.Errorf("not synced: %s", strings.Join(unsynced, ", "))
+		}
+		if servesConversion {
+			if waiting := caches.AwaitingConversion(); len(waiting) > 0 {
+				logged.Do(func() {
+					klog.InfoS("Ready before these caches sync: their lists need the WebApp conversion webhook, which the API server reaches only once a replica is ready",
+						"informers", waiting)
+				})
+			}
+		}
+		return nil
+	}}
+}
+
+// conversionReport is /readyz?verbose's account of the informers that
+// leaderSyncCheck does not wait for: reported, not counted.
+func conversionReport(caches *handrollcache.Caches) server.Check {
+	return server.Check{Name: "informer-sync-conversion", Check: func(*http.Request) error {
+		if waiting := caches.AwaitingConversion(); len(waiting) > 0 {
+			return fmt.Errorf("waiting for the API server to reach the conversion webhook, not counted in informer-sync: %s", strings.Join(waiting, ", "))
 		}
 		return nil
 	}}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
@@ -23,6 +25,7 @@ import (
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	clientset "github.com/handroll/handroll/pkg/generated/clientset/versioned"
+	handrollv1client "github.com/handroll/handroll/pkg/generated/clientset/versioned/typed/handroll/v1"
 	informers "github.com/handroll/handroll/pkg/generated/informers/externalversions"
 	handrolllisters "github.com/handroll/handroll/pkg/generated/listers/handroll/v1"
 )
@@ -108,7 +111,15 @@ func New(kube kubernetes.Interface, handroll clientset.Interface, meta metadata.
 		c.cmMeta = map[string]metadatainformer.SharedInformerFactory{}
 	}
 	for _, ns := range c.namespaces {
-		c.handroll[ns] = informers.NewSharedInformerFactoryWithOptions(handroll, o.SyncPeriod,
+		// The WebApps' client records the errors of their lists and
+		// watches, and makes their informers list rather than stream
+		// (watch-list): objects stored at v1alpha1 need the conversion
+		// webhook, and without it the API server's watch cache cannot
+		// start; a watch-list then waits on it without an error, while a
+		// list, served from etcd, fails at once saying why
+		// (AwaitingConversion).
+		recording := recordingClient{Interface: handroll, record: c.recorder(informerName(webAppsInformer, ns))}
+		c.handroll[ns] = informers.NewSharedInformerFactoryWithOptions(recording, o.SyncPeriod,
 			informers.WithNamespace(ns), informers.WithTransform(StripForCache),
 			informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.ShardSelector = o.ShardSelector }))
 		c.children[ns] = kubeinformers.NewSharedInformerFactoryWithOptions(kube, o.SyncPeriod,
@@ -231,9 +242,11 @@ func trimWebAppMetadata(obj any) (any, error) {
 	return r, err
 }
 
+const webAppsInformer = "handroll.dev/v1 WebApps"
+
 // WebApps returns the WebApp informers, one per namespace.
 func (c *Caches) WebApps() []cache.SharedIndexInformer {
-	return each(c, "handroll.dev/v1 WebApps", func(ns string) cache.SharedIndexInformer {
+	return each(c, webAppsInformer, func(ns string) cache.SharedIndexInformer {
 		return c.handroll[ns].Handroll().V1().WebApps().Informer()
 	})
 }
@@ -303,10 +316,7 @@ func eachIn(c *Caches, namespaces []string, what string, get func(ns string) cac
 	for _, ns := range namespaces {
 		inf := get(ns)
 		out = append(out, inf)
-		name := what + " in all namespaces"
-		if ns != metav1.NamespaceAll {
-			name = what + " in namespace " + ns
-		}
+		name := informerName(what, ns)
 		c.mu.Lock()
 		known := slices.ContainsFunc(c.named, func(n namedInformer) bool { return n.informer == inf })
 		if !known {
@@ -316,15 +326,78 @@ func eachIn(c *Caches, namespaces []string, what string, get func(ns string) cac
 		if !known {
 			// Keep client-go's logging and backoff, and remember the error
 			// so that a sync timeout can say why.
+			record := c.recorder(name)
 			_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
-				c.mu.Lock()
-				c.lastErrs[name] = err
-				c.mu.Unlock()
+				record(err)
 				cache.DefaultWatchErrorHandler(ctx, r, err)
 			})
 		}
 	}
 	return out
+}
+
+// informerName is how errors, logs and /readyz name the informer of what in
+// namespace ns.
+func informerName(what, ns string) string {
+	if ns == metav1.NamespaceAll {
+		return what + " in all namespaces"
+	}
+	return what + " in namespace " + ns
+}
+
+// recorder returns a func that keeps err as the last error of the
+// informer named name.
+func (c *Caches) recorder(name string) func(error) {
+	return func(err error) {
+		c.mu.Lock()
+		c.lastErrs[name] = err
+		c.mu.Unlock()
+	}
+}
+
+// recordingClient is a clientset whose WebApp lists and watches hand
+// their errors to record.
+type recordingClient struct {
+	clientset.Interface
+	record func(error)
+}
+
+// IsWatchListSemanticsUnSupported makes the informers built on r list,
+// then watch (client-go's util/watchlist).
+func (recordingClient) IsWatchListSemanticsUnSupported() bool { return true }
+
+func (r recordingClient) HandrollV1() handrollv1client.HandrollV1Interface {
+	return recordingV1{HandrollV1Interface: r.Interface.HandrollV1(), record: r.record}
+}
+
+type recordingV1 struct {
+	handrollv1client.HandrollV1Interface
+	record func(error)
+}
+
+func (r recordingV1) WebApps(namespace string) handrollv1client.WebAppInterface {
+	return recordingWebApps{WebAppInterface: r.HandrollV1Interface.WebApps(namespace), record: r.record}
+}
+
+type recordingWebApps struct {
+	handrollv1client.WebAppInterface
+	record func(error)
+}
+
+func (r recordingWebApps) List(ctx context.Context, opts metav1.ListOptions) (*handrollv1.WebAppList, error) {
+	list, err := r.WebAppInterface.List(ctx, opts)
+	if err != nil && ctx.Err() == nil {
+		r.record(err)
+	}
+	return list, err
+}
+
+func (r recordingWebApps) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	w, err := r.WebAppInterface.Watch(ctx, opts)
+	if err != nil && ctx.Err() == nil {
+		r.record(err)
+	}
+	return w, err
 }
 
 // Start starts every informer requested so far.
@@ -381,6 +454,59 @@ func (c *Caches) Unsynced() []string {
 		}
 	}
 	return names
+}
+
+// AwaitingConversion returns, of the informers that have not synced, those
+// whose last list failed because the API server could not call the
+// conversion webhook of handroll's own CRD (ConversionCallFailed): WebApps
+// stored at a version other than the one listed, with no webhook endpoint.
+// The operator's replicas serve that webhook; when none is in the webhook
+// Service (every replica restarted at once), these informers wait for a
+// replica to be published, not for anything this replica lacks.
+func (c *Caches) AwaitingConversion() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var names []string
+	for _, n := range c.named {
+		if !n.informer.HasSynced() && ConversionCallFailed(c.lastErrs[n.name]) {
+			names = append(names, n.name)
+		}
+	}
+	return names
+}
+
+// UnsyncedExceptConversion is Unsynced less AwaitingConversion: what a
+// replica that serves the conversion webhook waits for before it is ready.
+func (c *Caches) UnsyncedExceptConversion() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var names []string
+	for _, n := range c.named {
+		if !n.informer.HasSynced() && !ConversionCallFailed(c.lastErrs[n.name]) {
+			names = append(names, n.name)
+		}
+	}
+	return names
+}
+
+// ConversionCallFailed reports whether err is the API server failing to
+// call the conversion webhook of handroll's CRD at all: no endpoint, a
+// refused connection, a timeout. apiextensions-apiserver words it
+// "conversion webhook for handroll.dev/v1alpha1, Kind=WebApp failed: "
+// followed by the *url.Error of the call (Post "https://..."); a webhook
+// that answered with a failure is not such an error, since publishing
+// another replica would not change the answer.
+func ConversionCallFailed(err error) bool {
+	if err == nil {
+		return false
+	}
+	msg := err.Error()
+	i := strings.Index(msg, "conversion webhook for "+handrollv1.SchemeGroupVersion.Group+"/")
+	if i < 0 {
+		return false
+	}
+	_, after, ok := strings.Cut(msg[i:], ", Kind="+handrollv1.WebAppKind+" failed: ")
+	return ok && strings.HasPrefix(after, `Post "`)
 }
 
 // WaitForSync waits until every informer has synced, or ctx ends. The error

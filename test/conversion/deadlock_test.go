@@ -1,0 +1,282 @@
+package conversion
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+
+	handrollv1alpha1 "github.com/handroll/handroll/pkg/apis/handroll/v1alpha1"
+	"github.com/handroll/handroll/test/operator"
+)
+
+const crdName = "webapps.handroll.dev"
+
+// TestRestartWithObjectsStoredAtV1alpha1 is every replica restarted at
+// once on a cluster whose WebApps are stored at v1alpha1: the operator's v1
+// list needs the conversion webhook, which the API server reaches through
+// the webhook Service, whose endpoints are the ready replicas, of which
+// there are none. The replica must become ready all the same, since only
+// then is it published and the conversion served; once it is (the test
+// publishes its endpoint as the endpoints controller would), its caches
+// sync within --cache-sync-timeout (2 min by default) and it reconciles.
+func TestRestartWithObjectsStoredAtV1alpha1(t *testing.T) {
+	ctx := context.Background()
+	opNS, appNS := env.Namespace(t), env.Namespace(t)
+	kube := env.KubeClient(t)
+	hc := env.HandrollClient(t)
+	ext, err := apiextensionsclient.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crds := ext.ApiextensionsV1().CustomResourceDefinitions()
+
+	// The webhook Service as the manifests make it, with the serving
+	// certificate for its name; its endpoints are published by the test.
+	const svcName = "handroll-webhook"
+	hostIP := hostAddress(t)
+	port := operator.FreePort(t)
+	certDir := t.TempDir()
+	caBundle := writeServingCertificate(t, certDir, svcName+"."+opNS+".svc")
+	if _, err := kube.CoreV1().Services(opNS).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: svcName},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{
+			Name: "webhook", Port: 443, TargetPort: intstr.FromInt32(int32(port)),
+		}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The CRD's conversion calls that Service; v1alpha1 is stored for now.
+	before, err := crds.Get(ctx, crdName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			crd, err := crds.Get(ctx, crdName, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			crd.Spec = before.Spec
+			_, err = crds.Update(ctx, crd, metav1.UpdateOptions{})
+			return err
+		})
+	})
+	updateCRD(t, crds, func(crd *apiextensionsv1.CustomResourceDefinition) {
+		crd.Spec.Conversion.Webhook.ClientConfig = &apiextensionsv1.WebhookClientConfig{
+			Service:  &apiextensionsv1.ServiceReference{Namespace: opNS, Name: svcName, Path: ptr.To("/convert"), Port: ptr.To[int32](443)},
+			CABundle: caBundle,
+		}
+		setStorage(crd, "v1alpha1")
+	})
+
+	// Created through v1alpha1, they need no conversion only once the API
+	// server stores v1alpha1: until then each create fails.
+	names := []string{"alpha-0", "alpha-1", "alpha-2"}
+	for _, name := range names {
+		poll(t, 30*time.Second, "create "+name+" stored at v1alpha1", func(ctx context.Context) (bool, error) {
+			_, err := hc.HandrollV1alpha1().WebApps(appNS).Create(ctx, &handrollv1alpha1.WebApp{
+				ObjectMeta: metav1.ObjectMeta{Name: name},
+				Spec:       handrollv1alpha1.WebAppSpec{Image: "nginx:1.27"},
+			}, metav1.CreateOptions{})
+			return err == nil, nil
+		})
+	}
+	// v1 is stored again; the objects stay as they were written.
+	updateCRD(t, crds, func(crd *apiextensionsv1.CustomResourceDefinition) { setStorage(crd, "v1") })
+	poll(t, 30*time.Second, "storedVersions lists v1alpha1 and v1", func(ctx context.Context) (bool, error) {
+		crd, err := crds.Get(ctx, crdName, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		stored := crd.Status.StoredVersions
+		return slices.Contains(stored, "v1alpha1") && slices.Contains(stored, "v1"), nil
+	})
+	// The deadlock's premise: with no replica ready, a v1 list fails.
+	const conversionFailed = "conversion webhook for handroll.dev/v1alpha1, Kind=WebApp failed"
+	if _, err := hc.HandrollV1().WebApps(appNS).List(ctx, metav1.ListOptions{}); err == nil || !strings.Contains(err.Error(), conversionFailed) {
+		t.Fatalf("a v1 list with no webhook endpoint: %v, want an error with %q", err, conversionFailed)
+	}
+
+	op := operator.Launch(t, env.Kubeconfig,
+		"--operator-namespace="+opNS, "--leader-elect-resource-namespace="+opNS,
+		fmt.Sprintf("--webhook-port=%d", port), "--webhook-cert-dir="+certDir)
+
+	// Within --cache-sync-timeout's default, well before step 10 gives up.
+	launched := time.Now()
+	var body string
+	poll(t, 90*time.Second, "/readyz passes with no webhook endpoint", func(context.Context) (bool, error) {
+		if _, exited := op.ExitedAt(); exited {
+			return false, fmt.Errorf("handroll exited:\n%s", op.Log())
+		}
+		var code int
+		code, body = op.Readyz(t)
+		return code == 200, nil
+	}, func() string { return "last /readyz?verbose:\n" + body })
+	t.Logf("ready %s after the launch, with no webhook endpoint:\n%s", time.Since(launched).Round(time.Second), body)
+	if !strings.Contains(body, "conversion") {
+		t.Errorf("/readyz?verbose does not say that the WebApps wait for the conversion webhook:\n%s", body)
+	}
+
+	// Ready, the replica is published, as the endpoints controller does.
+	if _, err := kube.DiscoveryV1().EndpointSlices(opNS).Create(ctx, &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:   svcName + "-ready",
+			Labels: map[string]string{discoveryv1.LabelServiceName: svcName, discoveryv1.LabelManagedBy: "handroll-test"},
+		},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{hostIP}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("webhook"), Port: ptr.To(int32(port)), Protocol: ptr.To(corev1.ProtocolTCP)}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The caches sync on the informers' next retry, the replica leads, and
+	// every WebApp stored at v1alpha1 is reconciled.
+	poll(t, 3*time.Minute, "the caches sync and every WebApp gets its Deployment", func(ctx context.Context) (bool, error) {
+		if _, exited := op.ExitedAt(); exited {
+			return false, fmt.Errorf("handroll exited:\n%s", op.Log())
+		}
+		for _, name := range names {
+			if _, err := kube.AppsV1().Deployments(appNS).Get(ctx, name, metav1.GetOptions{}); err != nil {
+				return false, nil //nolint:nilerr // not yet
+			}
+		}
+		return true, nil
+	}, func() string {
+		code, body := op.Readyz(t)
+		return fmt.Sprintf("/readyz?verbose %d:\n%s\nlog:\n%s", code, body, op.Log())
+	})
+	t.Logf("every WebApp reconciled %s after the launch", time.Since(launched).Round(time.Second))
+	if code, body := op.Readyz(t); code != 200 || !strings.Contains(body, "[+]informer-sync ok") {
+		t.Errorf("/readyz?verbose after the sync: %d\n%s", code, body)
+	}
+}
+
+func setStorage(crd *apiextensionsv1.CustomResourceDefinition, version string) {
+	for i := range crd.Spec.Versions {
+		crd.Spec.Versions[i].Storage = crd.Spec.Versions[i].Name == version
+	}
+}
+
+func updateCRD(t *testing.T, crds interface {
+	Get(context.Context, string, metav1.GetOptions) (*apiextensionsv1.CustomResourceDefinition, error)
+	Update(context.Context, *apiextensionsv1.CustomResourceDefinition, metav1.UpdateOptions) (*apiextensionsv1.CustomResourceDefinition, error)
+}, edit func(*apiextensionsv1.CustomResourceDefinition)) {
+	t.Helper()
+	ctx := context.Background()
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		crd, err := crds.Get(ctx, crdName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		edit(crd)
+		_, err = crds.Update(ctx, crd, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// poll fails t when cond is not met within timeout; why, if given, adds
+// to the failure what was last seen.
+func poll(t *testing.T, timeout time.Duration, what string, cond func(context.Context) (bool, error), why ...func() string) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, cond); err != nil {
+		msg := fmt.Sprintf("%s: not within %s: %v", what, timeout, err)
+		for _, w := range why {
+			msg += "\n" + w()
+		}
+		t.Fatal(msg)
+	}
+}
+
+// hostAddress is an address of this machine that an EndpointSlice may
+// hold (not loopback, which the API server refuses there) and at which the
+// operator's webhook server, bound to every interface, answers.
+func hostAddress(t *testing.T) string {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && n.IP.IsGlobalUnicast() {
+			return n.IP.String()
+		}
+	}
+	t.Skip("no non-loopback IPv4 address on this machine for the webhook's EndpointSlice")
+	return ""
+}
+
+// writeServingCertificate writes tls.crt and tls.key for dnsName, the name
+// the API server verifies when it calls a webhook Service, signed by a new
+// CA, whose certificate it returns (the CRD's caBundle).
+func writeServingCertificate(t *testing.T, dir, dnsName string) []byte {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "handroll-test-ca"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: dnsName}, DNSNames: []string{dnsName},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, typ string, b []byte) {
+		if err := os.WriteFile(filepath.Join(dir, name), pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: b}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("tls.crt", "CERTIFICATE", der)
+	write("tls.key", "EC PRIVATE KEY", keyDER)
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
+}

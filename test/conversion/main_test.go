@@ -1,0 +1,24 @@
+// Package conversion tests what handroll's start needs of its own
+// conversion webhook: a control plane of its own, because its test makes
+// v1alpha1 the CRD's storage version for a while and points the CRD's
+// conversion at a Service of its own.
+package conversion
+
+import (
+	"os"
+	"testing"
+
+	"github.com/handroll/handroll/test/controlplane"
+)
+
+var env *controlplane.ControlPlane
+
+// The API server resolves a webhook Service through its EndpointSlices, as
+// it does the aggregated APIs': there is no kube-proxy on loopback, and a
+// Service with no ready endpoint then fails the call at once, with "no
+// endpoints available", as a cluster's does.
+func TestMain(m *testing.M) {
+	os.Exit(controlplane.RunTests(m, controlplane.Options{
+		APIServerArgs: []string{"--enable-aggregator-routing=true"},
+	}, &env))
+}
