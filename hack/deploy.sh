@@ -13,6 +13,9 @@
 #   KUBECONFIG the cluster (kubectl's own rules apply; not used by render)
 #   HANDROLL  the handroll binary undeploy runs `uninstall` with (default:
 #             bin/handroll, which make builds)
+#   UNDEPLOY_DELETE_WEBAPPS=true  undeploy deletes every WebApp in the
+#             cluster, and then the CRD; by default it keeps both, and the
+#             workloads of the WebApps, for a later deploy to take over
 #   UNDEPLOY_WEBAPP_TIMEOUT  seconds undeploy waits for the WebApps to go
 #             (default 120, whether or not the operator runs)
 #   UNDEPLOY_FORCE_FINALIZERS=true  undeploy also removes other
@@ -98,9 +101,13 @@ case $cmd in
     "$KUBECTL" -n "$namespace" rollout status deployment/handroll --timeout="${ROLLOUT_TIMEOUT:-180s}"
     ;;
   undeploy)
-    # In order, so that nothing is left behind and nothing waits for ever:
-    # 1. `handroll uninstall` (what the chart's pre-delete hook runs): every
-    #    WebApp, while the operator runs (its directory follows; deleted in
+    # By default every WebApp is kept, with the CRD and their workloads,
+    # unreconciled until a later deploy (in any namespace) takes them over:
+    # an undeploy, to move the operator or by mistake, must not delete
+    # every team's WebApps. With UNDEPLOY_DELETE_WEBAPPS=true, in order, so
+    # that nothing is left behind and nothing waits for ever:
+    # 1. `handroll uninstall --delete-webapps` (what the chart's pre-delete
+    #    hook runs): every WebApp, while the operator runs (its directory follows; deleted in
     #    the foreground, each goes once the garbage collector has taken its
     #    children, which it cannot once the CRD is gone), handroll's own finalizer
     #    removed, another controller's never unless forced; then the
@@ -110,6 +117,8 @@ case $cmd in
     # 2. the operator, so that it recreates nothing while the rest goes;
     # 3. its webhooks, RBAC and namespace;
     # 4. the CRD last.
+    # Without it, step 1 scales the operator to 0 and deletes what it made,
+    # saying how many WebApps it keeps, and step 4 is skipped.
     # A step that fails stops the uninstall with its reason; each step
     # finds done what an earlier run did, so running it again goes on.
     trap 'echo "undeploy: stopped, nothing after the failed step ran: fix what it says and run make undeploy again" >&2' ERR
@@ -118,16 +127,20 @@ case $cmd in
       echo "undeploy: no $handroll: make build, or set HANDROLL" >&2
       exit 1
     fi
+    delete_webapps=${UNDEPLOY_DELETE_WEBAPPS:-false}
     if "$KUBECTL" get crd webapps.handroll.dev >/dev/null 2>&1; then
       # As long with no operator running: the wait is mostly the garbage
       # collector's, which learns a kind made since its last discovery only
       # at its next resync (30 s) and a list, and until then takes no child.
       wait_s=${UNDEPLOY_WEBAPP_TIMEOUT:-120}
-      force=()
-      if [[ ${UNDEPLOY_FORCE_FINALIZERS:-false} == true ]]; then
-        force=(--force-finalizers)
+      flags=()
+      if [[ $delete_webapps == true ]]; then
+        flags=(--delete-webapps)
       fi
-      if ! "$handroll" uninstall --operator-namespace="$namespace" --timeout="${wait_s}s" "${force[@]}"; then
+      if [[ ${UNDEPLOY_FORCE_FINALIZERS:-false} == true ]]; then
+        flags+=(--force-finalizers)
+      fi
+      if ! "$handroll" uninstall --operator-namespace="$namespace" --timeout="${wait_s}s" "${flags[@]}"; then
         trap - ERR
         echo "undeploy: stopped before removing the operator. A WebApp another controller holds is its to release;" \
           "to skip that controller's clean-up, run make undeploy UNDEPLOY_FORCE_FINALIZERS=true" >&2
@@ -136,7 +149,11 @@ case $cmd in
     fi
     "$KUBECTL" -n "$namespace" delete deployment handroll --ignore-not-found --wait=true
     split -CustomResourceDefinition | "$KUBECTL" delete -f - --ignore-not-found --wait=true
-    split CustomResourceDefinition | "$KUBECTL" delete -f - --ignore-not-found --wait=true
-    echo "undeploy: handroll is removed from namespace $namespace and the cluster."
+    if [[ $delete_webapps == true ]]; then
+      split CustomResourceDefinition | "$KUBECTL" delete -f - --ignore-not-found --wait=true
+      echo "undeploy: handroll is removed from namespace $namespace and the cluster."
+    else
+      echo "undeploy: handroll is removed from namespace $namespace; kept the CRD webapps.handroll.dev and every WebApp (UNDEPLOY_DELETE_WEBAPPS=true deletes them)."
+    fi
     ;;
 esac

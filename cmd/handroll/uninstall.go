@@ -46,7 +46,9 @@ type uninstallOptions struct {
 // image has no shell and no kubectl) and which need the operator still
 // running:
 //
-//  1. every WebApp is deleted while the operator runs, so that its
+//  1. with --delete-webapps only (by default every WebApp is kept, with
+//     its children, for a later install to take over), every WebApp is
+//     deleted while the operator runs, so that its
 //     directory entry goes, in the foreground, so that it goes only once
 //     the garbage collector has taken its children (once the CRD is gone,
 //     the garbage collector could no longer prove their owner absent);
@@ -69,7 +71,7 @@ func runUninstall(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.deployment, "deployment", "handroll", "The operator's Deployment in --operator-namespace, scaled to 0 before its objects are deleted; empty: none.")
 	fs.StringVar(&o.leaseName, leader.FlagResourceName, leader.DefaultLeaseName, "The operator's --"+leader.FlagResourceName+": its Lease, and the prefix of its shard Leases.")
 	fs.StringVar(&o.secretName, "webhook-secret-name", "handroll-webhook-tls", "The operator's --webhook-secret-name; deleted only if handroll made it.")
-	fs.BoolVar(&o.deleteWebApps, "delete-webapps", true, "Delete every WebApp in the cluster first, and wait until they are gone. false: leave them, unreconciled.")
+	fs.BoolVar(&o.deleteWebApps, "delete-webapps", false, "Delete every WebApp in the cluster first, and wait until they are gone. Without it every WebApp and its workloads are kept, unreconciled, for a later install to take over.")
 	fs.BoolVar(&o.forceFinalizers, "force-finalizers", false, "Also remove other controllers' finalizers from the WebApps it deletes, skipping their clean-up (a backup's, a policy's). Only when you know it may be skipped.")
 	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "How long to wait for the WebApps, then for the operator's pods, to go.")
 	fs.Usage = func() {
@@ -120,6 +122,8 @@ func uninstall(ctx context.Context, o uninstallOptions, out io.Writer) error {
 		if err := deleteAllWebApps(ctx, hc, kube, o.forceFinalizers, o.timeout, out); err != nil {
 			return err
 		}
+	} else if err := sayKept(ctx, hc, out); err != nil {
+		return err
 	}
 	if o.deployment != "" {
 		if err := scaleToZero(ctx, kube, o.namespace, o.deployment, o.timeout, out); err != nil {
@@ -127,6 +131,23 @@ func uninstall(ctx context.Context, o uninstallOptions, out io.Writer) error {
 		}
 	}
 	return deleteRuntimeObjects(ctx, kube, o, out)
+}
+
+// sayKept says in one line what an uninstall without --delete-webapps
+// keeps.
+func sayKept(ctx context.Context, hc versioned.Interface, out io.Writer) error {
+	// One item is enough: the list's remainingItemCount counts the rest.
+	list, err := hc.HandrollV1().WebApps(metav1.NamespaceAll).List(ctx, metav1.ListOptions{Limit: 1})
+	switch {
+	case apierrors.IsNotFound(err):
+		fmt.Fprintln(out, "uninstall: kept no WebApp: the cluster has no WebApp CRD")
+		return nil
+	case err != nil:
+		return fmt.Errorf("listing the WebApps: %w", err)
+	}
+	n := int64(len(list.Items)) + ptr.Deref(list.RemainingItemCount, 0)
+	fmt.Fprintf(out, "uninstall: kept %d WebApp(s) and their workloads, unreconciled until an install takes them over (--delete-webapps deletes them)\n", n)
+	return nil
 }
 
 // deleteAllWebApps deletes every WebApp and waits until none is left. A

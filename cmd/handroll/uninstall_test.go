@@ -19,6 +19,12 @@ func TestUninstallFlags(t *testing.T) {
 			t.Errorf("uninstall --help does not list %s", flag)
 		}
 	}
+	// helm uninstall, make undeploy and this keep the WebApps unless asked.
+	for _, line := range strings.Split(errOut.String(), "\n") {
+		if strings.Contains(line, "--delete-webapps") && strings.Contains(line, "default true") {
+			t.Errorf("--delete-webapps is on by default: %s", line)
+		}
+	}
 	errOut.Reset()
 	if run([]string{"--help"}, &out, &errOut); !strings.Contains(errOut.String(), "handroll uninstall") {
 		t.Errorf("the operator's --help does not name the uninstall subcommand:\n%s", errOut.String())

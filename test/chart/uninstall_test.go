@@ -345,6 +345,27 @@ func runUninstall(ctx context.Context, bin, kubeconfig string, flags ...string) 
 	return string(out), err
 }
 
+// TestUninstallCommandKeepsWebApps: `handroll uninstall` with no flag
+// deletes no WebApp, and says in one line what it kept.
+func TestUninstallCommandKeepsWebApps(t *testing.T) {
+	cp := startWith(t, controlplane.Options{CRDDirs: []string{filepath.Join(repoRoot(t), "manifests", "crd")}})
+	bin := buildHandroll(t)
+	hc := cp.HandrollClient(t)
+	if _, err := hc.HandrollV1().WebApps("default").Create(t.Context(), &handrollv1.WebApp{ObjectMeta: metav1.ObjectMeta{Name: "shop"}, Spec: handrollv1.WebAppSpec{Image: "registry.invalid/app:1"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runUninstall(t.Context(), bin, cp.Kubeconfig, "--operator-namespace=handroll-system", "--timeout=5s")
+	if err != nil {
+		t.Fatalf("handroll uninstall: %v\n%s", err, out)
+	}
+	if w, err := hc.HandrollV1().WebApps("default").Get(t.Context(), "shop", metav1.GetOptions{}); err != nil || w.DeletionTimestamp != nil {
+		t.Errorf("handroll uninstall with no flag deleted WebApp default/shop: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "uninstall: kept 1 WebApp(s)") {
+		t.Errorf("handroll uninstall does not say what it kept:\n%s", out)
+	}
+}
+
 // TestUninstallWithoutTheCRDSucceeds: with no WebApp CRD (crd.enable=false
 // and the CRD removed, or a second uninstall), there is no WebApp to
 // delete: handroll uninstall --delete-webapps succeeds and says so.

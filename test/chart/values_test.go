@@ -338,22 +338,35 @@ func TestAnotherNamespace(t *testing.T) {
 	}
 }
 
-// uninstallHook are the pre-delete hook's objects, as "Kind name".
-var uninstallHook = []string{
+// uninstallHook are the pre-delete hook's objects, as "Kind name": the
+// Job alone, its RBAC being the release's (uninstallRBAC).
+var uninstallHook = []string{"Job handroll-uninstall"}
+
+// uninstallRBAC is what the hook Job runs as, rendered with it.
+var uninstallRBAC = []string{
 	"ServiceAccount handroll-uninstall", "ClusterRole handroll-uninstall", "ClusterRoleBinding handroll-uninstall",
-	"Role handroll-uninstall", "RoleBinding handroll-uninstall", "Job handroll-uninstall",
+	"Role handroll-uninstall", "RoleBinding handroll-uninstall",
 }
 
 const uninstallJobKey = "Job " + defaultNamespace + "/handroll-uninstall"
 
-// TestUninstallHook checks the pre-delete hook: on by default, running
-// handroll uninstall from the operator's own image, on the operator's
-// nodes, in the release's namespace, its objects made before and deleted
-// after it; its values; and off with uninstall.enable=false.
+// TestUninstallHook checks the pre-delete hook: none by default (helm
+// uninstall keeps the WebApps); with uninstall.deleteWebApps a Job running
+// handroll uninstall --delete-webapps from the operator's own image, on
+// the operator's nodes, in the release's namespace, deleted however it
+// ends, with a deadline and no retry, whose RBAC is no hook but the
+// release's, so that no path of helm's leaves it behind; and off with
+// uninstall.enable=false.
 func TestUninstallHook(t *testing.T) {
+	def := mustTemplate(t, defaultNamespace)
+	for k, o := range def {
+		if dig(o, "metadata", "annotations", "helm.sh/hook") != nil || strings.Contains(k, "handroll-uninstall") {
+			t.Errorf("the defaults render %s: helm uninstall must keep the WebApps", k)
+		}
+	}
 	objs := mustTemplate(t, defaultNamespace, "--set", "manager.image.digest=sha256:"+strings.Repeat("cd", 32),
-		"--set", "manager.nodeSelector.pool=operators,manager.imagePullSecrets[0].name=regcred")
-	for _, k := range uninstallHook {
+		"--set", "manager.nodeSelector.pool=operators,manager.imagePullSecrets[0].name=regcred,uninstall.deleteWebApps=true")
+	for _, k := range append(slices.Clone(uninstallHook), uninstallRBAC...) {
 		kind, name, _ := strings.Cut(k, " ")
 		key := kind + " " + defaultNamespace + "/" + name
 		if kind == "ClusterRole" || kind == "ClusterRoleBinding" {
@@ -364,29 +377,35 @@ func TestUninstallHook(t *testing.T) {
 			t.Errorf("%s is not rendered", key)
 			continue
 		}
-		equal(t, key+" hook", dig(o, "metadata", "annotations", "helm.sh/hook"), "pre-delete")
-		equal(t, key+" delete policy", dig(o, "metadata", "annotations", "helm.sh/hook-delete-policy"), "before-hook-creation,hook-succeeded")
-		weight := "-10"
-		if kind == "Job" {
-			weight = "0"
+		if kind != "Job" {
+			equal(t, key+" hook", dig(o, "metadata", "annotations", "helm.sh/hook"), nil)
+			continue
 		}
-		equal(t, key+" weight", dig(o, "metadata", "annotations", "helm.sh/hook-weight"), weight)
+		equal(t, key+" hook", dig(o, "metadata", "annotations", "helm.sh/hook"), "pre-delete")
+		equal(t, key+" delete policy", dig(o, "metadata", "annotations", "helm.sh/hook-delete-policy"), "before-hook-creation,hook-succeeded,hook-failed")
+	}
+	for k, o := range objs {
+		if dig(o, "metadata", "annotations", "helm.sh/hook") != nil && dig(o, "metadata", "namespace") == nil {
+			t.Errorf("%s is a cluster-scoped hook: left behind whenever its delete policy does not run", k)
+		}
 	}
 	job := objs[uninstallJobKey]
 	pod := dig(job, "spec", "template", "spec")
 	c := dig(pod, "containers", 0)
 	equal(t, "the Job's image", dig(c, "image"), container(t, objs)["image"])
-	equal(t, "the Job's args", dig(c, "args"), []any{"uninstall", "--operator-namespace=" + defaultNamespace, "--delete-webapps=true", "--timeout=2m"})
+	equal(t, "the Job's args", dig(c, "args"), []any{"uninstall", "--operator-namespace=" + defaultNamespace, "--delete-webapps", "--timeout=2m"})
 	equal(t, "the Job's nodeSelector", dig(pod, "nodeSelector"), dig(objs[deploymentKey], "spec", "template", "spec", "nodeSelector"))
 	equal(t, "the Job's imagePullSecrets", dig(pod, "imagePullSecrets"), dig(objs[deploymentKey], "spec", "template", "spec", "imagePullSecrets"))
 	equal(t, "the Job's ServiceAccount", dig(pod, "serviceAccountName"), "handroll-uninstall")
 	equal(t, "the Job's retries", dig(job, "spec", "backoffLimit"), float64(0))
+	equal(t, "the Job's deadline", dig(job, "spec", "activeDeadlineSeconds"), float64(300))
 
-	kept := mustTemplate(t, defaultNamespace, "--set", "uninstall.deleteWebApps=false,uninstall.timeout=5m")
-	equal(t, "the Job's args, WebApps kept", dig(kept[uninstallJobKey], "spec", "template", "spec", "containers", 0, "args"),
-		[]any{"uninstall", "--operator-namespace=" + defaultNamespace, "--delete-webapps=false", "--timeout=5m"})
+	longer := mustTemplate(t, defaultNamespace, "--set", "uninstall.deleteWebApps=true,uninstall.timeout=5m,uninstall.activeDeadlineSeconds=900")
+	equal(t, "the Job's args, timeout 5m", dig(longer[uninstallJobKey], "spec", "template", "spec", "containers", 0, "args"),
+		[]any{"uninstall", "--operator-namespace=" + defaultNamespace, "--delete-webapps", "--timeout=5m"})
+	equal(t, "the Job's deadline, 900", dig(longer[uninstallJobKey], "spec", "activeDeadlineSeconds"), float64(900))
 
-	off := mustTemplate(t, defaultNamespace, "--set", "uninstall.enable=false")
+	off := mustTemplate(t, defaultNamespace, "--set", "uninstall.enable=false,uninstall.deleteWebApps=true")
 	for k, o := range off {
 		if dig(o, "metadata", "annotations", "helm.sh/hook") != nil {
 			t.Errorf("uninstall.enable=false still renders the hook %s", k)
