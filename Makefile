@@ -423,7 +423,7 @@ local-push: ## Build the image IMG (localhost/NAME:TAG) and push it to the local
 	$(MAKE) --no-print-directory image-push PUSH_ARCHIVE=$(or $(PUSH_ARCHIVE),$(IMAGE_DIR)/handroll.tar) IMG="$$reg/$${img#localhost/}" REGISTRY_INSECURE=true
 
 .PHONY: undeploy
-undeploy: build ## Remove what deploy installed, in order: every WebApp (only handroll's finalizer removed; UNDEPLOY_FORCE_FINALIZERS=true: every one), the operator, the rest, the CRD last.
+undeploy: build ## Remove what deploy installed but the CRD and every WebApp, which are kept; UNDEPLOY_DELETE_WEBAPPS=true removes them too, in order: every WebApp (only handroll's finalizer removed; UNDEPLOY_FORCE_FINALIZERS=true: every one), the operator, the rest, the CRD last.
 ifneq ($(strip $(KUBECONFIG)),)
 	hack/deploy.sh undeploy "$(or $(KUSTOMIZE_DIR),manifests/default)" "$(IMG)"
 else

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
+	"github.com/handroll/handroll/pkg/controller/webapp"
 	"github.com/handroll/handroll/test/controlplane"
 	"github.com/handroll/handroll/test/release"
 )
@@ -25,6 +26,8 @@ import (
 // handroll-system nor anything the manifests name.
 const (
 	helmNamespace = "platform-ops"
+	// Where the same release is installed again after helm uninstall.
+	helmElsewhere = "platform-apps"
 	helmImage     = "localhost/handroll:helm-1"
 	// The previous release's image, as its own make image builds it.
 	helmPreviousImage = "localhost/handroll:helm-previous"
@@ -35,9 +38,12 @@ const (
 // namespace of the user's choice, on the real node, from the local
 // cluster's registry; upgrades it to this tree's chart and image with
 // values changed while a WebApp runs and a writer keeps writing WebApps
-// through the webhooks; and uninstalls it with the WebApps still there,
-// which the chart's pre-delete hook deletes first, as make undeploy does.
-// It leaves the cluster as it found it: the kept CRD is deleted at the end.
+// through the webhooks; uninstalls it, which keeps the WebApp running
+// untouched; installs it into another namespace, which takes the WebApp
+// over without changing it; and uninstalls that one with
+// uninstall.deleteWebApps set by an upgrade, whose pre-delete hook deletes
+// the WebApps first. It leaves the cluster as it found it: the kept CRD is
+// deleted at the end.
 func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	helm := os.Getenv("HELM")
 	if helm == "" {
@@ -52,7 +58,7 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cleanUpHelm(t, helm) })
+	t.Cleanup(func() { cleanUpHelm(t, helm, helmNamespace, helmElsewhere) })
 	values := writeHelmValues(t)
 
 	// The README's helm install, on the local cluster as make cluster-up
@@ -141,11 +147,63 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 		}
 	})
 
-	t.Run("helm uninstall deletes the WebApps first and leaves only the kept CRD", func(t *testing.T) {
-		// As make undeploy does, with the WebApp still there: the chart's
-		// pre-delete hook deletes it while the operator runs, then what
-		// the operator made as it ran.
+	t.Run("helm uninstall keeps the WebApp, its children and its pods, and the CRD", func(t *testing.T) {
 		runHelm(t, helm, "uninstall", "handroll", "-n", helmNamespace, "--wait", "--timeout=3m")
+		checkNothingLeftIn(t, helmNamespace)
+		checkReleaseGone(t)
+		if _, err := handrollClient.HandrollV1().WebApps(app).Get(context.Background(), "shop", metav1.GetOptions{}); err != nil {
+			t.Errorf("the WebApp is not kept on helm uninstall: %v", err)
+		}
+		if after := childGenerations(t, app, "shop"); !mapsEqual(before, after) {
+			t.Errorf("the WebApp's children changed across helm uninstall: %v, then %v", before, after)
+		}
+		if after := webAppPods(t, app); !slices.Equal(pods, after) {
+			t.Errorf("the WebApp's pods were replaced across helm uninstall: %v, then %v", pods, after)
+		}
+		checkCRDKept(t)
+	})
+
+	// A new install elsewhere, as a user moving the operator does.
+	if !t.Run("an install into "+helmElsewhere+" takes the kept WebApp over and changes none of its children", func(t *testing.T) {
+		if _, err := kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+			Name:   helmElsewhere,
+			Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"},
+		}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		runHelm(t, helm, "install", "handroll", filepath.Join(root, "charts", "handroll"), "-n", helmElsewhere, "-f", values)
+		kubectl(t, "-n", helmElsewhere, "rollout", "status", "deployment/handroll", "--timeout=180s")
+		checkInstalledIn(t, helmElsewhere)
+		// The new replicas reconcile the WebApp: nothing of it changes.
+		eventuallyUpdate(t, app, "shop", func(w *handrollv1.WebApp) {
+			if w.Annotations == nil {
+				w.Annotations = map[string]string{}
+			}
+			w.Annotations["test.handroll.dev/poke"] = time.Now().Format(time.RFC3339Nano)
+		})
+		kubectl(t, "-n", app, "wait", "--for=condition=Ready", "webapp/shop", "--timeout=120s")
+		eventually(t, "the new operator lists the WebApp in its directory", time.Minute, func(ctx context.Context) (bool, error) {
+			cm, err := kube.CoreV1().ConfigMaps(helmElsewhere).Get(ctx, webapp.DirectoryName, metav1.GetOptions{})
+			return err == nil && cm.Data[webapp.DirectoryKey(app, "shop")] != "", nil
+		})
+		time.Sleep(3 * time.Second)
+		if after := childGenerations(t, app, "shop"); !mapsEqual(before, after) {
+			t.Errorf("the WebApp's children changed when the install elsewhere took it over: %v, then %v", before, after)
+		}
+		if after := webAppPods(t, app); !slices.Equal(pods, after) {
+			t.Errorf("the WebApp's pods were replaced when the install elsewhere took it over: %v, then %v", pods, after)
+		}
+	}) {
+		return
+	}
+
+	t.Run("with uninstall.deleteWebApps set by an upgrade, helm uninstall deletes the WebApps first and leaves only the kept CRD", func(t *testing.T) {
+		runHelm(t, helm, "upgrade", "handroll", filepath.Join(root, "charts", "handroll"), "-n", helmElsewhere, "--reuse-values",
+			"--set", "uninstall.deleteWebApps=true")
+		kubectl(t, "-n", helmElsewhere, "rollout", "status", "deployment/handroll", "--timeout=180s")
+		// The chart's pre-delete hook deletes the WebApps while the
+		// operator runs, then what the operator made as it ran.
+		runHelm(t, helm, "uninstall", "handroll", "-n", helmElsewhere, "--wait", "--timeout=3m")
 		ctx := context.Background()
 		if list, err := handrollClient.HandrollV1().WebApps(metav1.NamespaceAll).List(ctx, metav1.ListOptions{}); err != nil || len(list.Items) > 0 {
 			t.Errorf("WebApps left after helm uninstall: %d (%v)", len(list.Items), err)
@@ -154,32 +212,45 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 			_, err := kube.AppsV1().Deployments(app).Get(ctx, "shop", metav1.GetOptions{})
 			return apierrors.IsNotFound(err), nil
 		})
-		checkNothingLeftIn(t, helmNamespace)
-		for _, get := range []func() error{
-			func() error {
-				_, err := kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "handroll", metav1.GetOptions{})
-				return err
-			},
-			func() error {
-				_, err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "handroll", metav1.GetOptions{})
-				return err
-			},
-		} {
-			if err := get(); !apierrors.IsNotFound(err) {
-				t.Errorf("a webhook configuration handroll is left (%v)", err)
-			}
-		}
-		roles, err := kube.RbacV1().ClusterRoles().List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=Helm,app.kubernetes.io/name=handroll"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range roles.Items {
-			t.Errorf("ClusterRole %s is left", r.Name)
-		}
-		if out := kubectl(t, "get", "crd", "webapps.handroll.dev", "-o", "name"); out != "customresourcedefinition.apiextensions.k8s.io/webapps.handroll.dev" {
-			t.Errorf("the CRD is not kept on uninstall: %q", out)
-		}
+		checkNothingLeftIn(t, helmElsewhere)
+		checkReleaseGone(t)
+		checkCRDKept(t)
 	})
+}
+
+// checkReleaseGone: no cluster-scoped object of the chart is left but the
+// kept CRD: no webhook configuration, no ClusterRole.
+func checkReleaseGone(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	for _, get := range []func() error{
+		func() error {
+			_, err := kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "handroll", metav1.GetOptions{})
+			return err
+		},
+		func() error {
+			_, err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "handroll", metav1.GetOptions{})
+			return err
+		},
+	} {
+		if err := get(); !apierrors.IsNotFound(err) {
+			t.Errorf("a webhook configuration handroll is left (%v)", err)
+		}
+	}
+	roles, err := kube.RbacV1().ClusterRoles().List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=Helm,app.kubernetes.io/name=handroll"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range roles.Items {
+		t.Errorf("ClusterRole %s is left", r.Name)
+	}
+}
+
+func checkCRDKept(t *testing.T) {
+	t.Helper()
+	if out := kubectl(t, "get", "crd", "webapps.handroll.dev", "-o", "name"); out != "customresourcedefinition.apiextensions.k8s.io/webapps.handroll.dev" {
+		t.Errorf("the CRD is not kept on uninstall: %q", out)
+	}
 }
 
 // checkNothingLeftIn waits until nothing of handroll's is left in ns (a
@@ -375,24 +446,30 @@ func mapsEqual(a, b map[string]int64) bool {
 // cleanUpHelm removes whatever the test left: the release, the namespace
 // and the kept CRD, which names this namespace's webhook Service for
 // conversion; the local cluster has no CRD of its own.
-func cleanUpHelm(t *testing.T, helm string) {
-	if t.Failed() {
-		pods, _ := kube.CoreV1().Pods(helmNamespace).List(context.Background(), metav1.ListOptions{})
-		for _, p := range pods.Items {
-			t.Logf("pod %s: %s %+v", p.Name, p.Status.Phase, p.Status.ContainerStatuses)
+func cleanUpHelm(t *testing.T, helm string, namespaces ...string) {
+	for _, ns := range namespaces {
+		if t.Failed() {
+			pods, _ := kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+			for _, p := range pods.Items {
+				t.Logf("pod %s/%s: %s %+v", ns, p.Name, p.Status.Phase, p.Status.ContainerStatuses)
+			}
+		}
+		cmd := exec.Command(helm, "uninstall", "handroll", "-n", ns, "--ignore-not-found", "--wait", "--timeout=2m",
+			"--kubeconfig", filepath.Join(root, ".local", "kubeconfig"))
+		cmd.Env = withoutKubeconfig(os.Environ())
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("helm uninstall -n %s: %v\n%s", ns, err, out)
 		}
 	}
-	cmd := exec.Command(helm, "uninstall", "handroll", "-n", helmNamespace, "--ignore-not-found", "--wait", "--timeout=2m",
-		"--kubeconfig", filepath.Join(root, ".local", "kubeconfig"))
-	cmd.Env = withoutKubeconfig(os.Environ())
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Errorf("helm uninstall: %v\n%s", err, out)
-	}
 	ctx := context.Background()
-	_ = kube.CoreV1().Namespaces().Delete(ctx, helmNamespace, metav1.DeleteOptions{})
+	for _, ns := range namespaces {
+		_ = kube.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
+	}
 	kubectl(t, "delete", "crd", "webapps.handroll.dev", "--ignore-not-found", "--wait=true", "--timeout=120s")
-	eventually(t, "namespace "+helmNamespace+" is gone", 3*time.Minute, func(ctx context.Context) (bool, error) {
-		_, err := kube.CoreV1().Namespaces().Get(ctx, helmNamespace, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
-	})
+	for _, ns := range namespaces {
+		eventually(t, "namespace "+ns+" is gone", 3*time.Minute, func(ctx context.Context) (bool, error) {
+			_, err := kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+	}
 }

@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
@@ -32,7 +33,8 @@ const elsewhere = "ops-elsewhere"
 // TestOperateAsUsersDo walks handroll's day-2 paths on the real node:
 // installed into a namespace of the user's choice by an overlay that sets
 // only that; a local run beside it on the same cluster; an uninstall that
-// leaves nothing; and an uninstall after the operator is already gone,
+// keeps the WebApps, taken over by an install elsewhere; an uninstall asked
+// to delete them, which leaves nothing; and one after the operator is gone,
 // from the one-file installer, which removes handroll's finalizer and
 // stops on another tool's until the user forces it.
 func TestOperateAsUsersDo(t *testing.T) {
@@ -46,7 +48,7 @@ func TestOperateAsUsersDo(t *testing.T) {
 	t.Run("a local run beside it leaves admission and conversion to the cluster", func(t *testing.T) {
 		checkLocalRunBeside(t, elsewhere)
 	})
-	t.Run("make undeploy removes 20 WebApps in 3 namespaces, then everything else", func(t *testing.T) {
+	t.Run("make undeploy keeps 20 WebApps in 3 namespaces, an install elsewhere takes them over, UNDEPLOY_DELETE_WEBAPPS=true removes them, then everything else", func(t *testing.T) {
 		var namespaces []string
 		for i := range 3 {
 			ns := plainNamespace(t, fmt.Sprintf("uninstall-%d", i))
@@ -71,11 +73,63 @@ func TestOperateAsUsersDo(t *testing.T) {
 			}
 			return true, nil
 		})
+		children := map[string]types.UID{}
+		generations := map[string]int64{}
+		for i := range 20 {
+			ns, name := namespaces[i%3], fmt.Sprintf("app-%02d", i)
+			eventually(t, "Deployment "+ns+"/"+name, 2*time.Minute, func(ctx context.Context) (bool, error) {
+				d, err := kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					return false, nil //nolint:nilerr // not made yet: poll again until the timeout
+				}
+				children[ns+"/"+name], generations[ns+"/"+name] = d.UID, d.Generation
+				return true, nil
+			})
+		}
+
+		// By default the WebApps, their workloads and the CRD are kept.
 		out := makeTarget(t, "undeploy", "KUSTOMIZE_DIR="+overlay)
+		if !strings.Contains(out, "kept") {
+			t.Errorf("make undeploy does not say what it kept:\n%s", out)
+		}
+		eventually(t, "the operator in "+elsewhere+" is gone", 3*time.Minute, func(ctx context.Context) (bool, error) {
+			_, err := kube.CoreV1().Namespaces().Get(ctx, elsewhere, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+		list, err := handrollClient.HandrollV1().WebApps(metav1.NamespaceAll).List(context.Background(), metav1.ListOptions{})
+		if err != nil || len(list.Items) != 20 {
+			t.Fatalf("after make undeploy: %d WebApps (%v), want the 20 kept", len(list.Items), err)
+		}
+
+		// An install into another namespace takes them over, changing no child.
+		makeTarget(t, "deploy", "IMG="+firstImage)
+		checkInstalledIn(t, operatorNamespace)
+		eventually(t, "the new operator's directory lists the 20 WebApps", 2*time.Minute, func(ctx context.Context) (bool, error) {
+			cm, err := kube.CoreV1().ConfigMaps(operatorNamespace).Get(ctx, webapp.DirectoryName, metav1.GetOptions{})
+			if err != nil {
+				return false, nil //nolint:nilerr // not written yet: poll again until the timeout
+			}
+			for _, k := range keys {
+				if _, ok := cm.Data[k]; !ok {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
+		for key, uid := range children {
+			ns, name, _ := strings.Cut(key, "/")
+			d, err := kube.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
+			if err != nil || d.UID != uid || d.Generation != generations[key] {
+				t.Errorf("Deployment %s changed when the install took its WebApp over: %v (uid %s, generation %d; was %s, %d)",
+					key, err, d.UID, d.Generation, uid, generations[key])
+			}
+		}
+
+		out = makeTarget(t, "undeploy", "UNDEPLOY_DELETE_WEBAPPS=true")
 		if strings.Contains(out, "removing their finalizers") {
 			t.Errorf("with the operator running, make undeploy had to remove finalizers:\n%s", out)
 		}
-		assertNothingLeft(t, elsewhere)
+		assertNothingLeft(t, operatorNamespace)
 	})
 	t.Run("the installer, then make undeploy with the operator gone", func(t *testing.T) {
 		installer := filepath.Join(root, ".local", "test-real", "install.yaml")
@@ -100,7 +154,7 @@ func TestOperateAsUsersDo(t *testing.T) {
 		// handroll's own finalizer goes; the other tool's stays, and the
 		// uninstall stops, naming what holds what, before it removes
 		// anything of the operator's.
-		out, err := runMake("undeploy")
+		out, err := runMake("undeploy", "UNDEPLOY_DELETE_WEBAPPS=true")
 		if err == nil {
 			t.Errorf("make undeploy succeeded with a WebApp another tool holds:\n%s", out)
 		}
@@ -125,7 +179,7 @@ func TestOperateAsUsersDo(t *testing.T) {
 			t.Errorf("make undeploy removed the operator before the WebApps were gone: %v", err)
 		}
 		// The user decides to skip the other tool's clean-up.
-		out = makeTarget(t, "undeploy", "UNDEPLOY_FORCE_FINALIZERS=true")
+		out = makeTarget(t, "undeploy", "UNDEPLOY_DELETE_WEBAPPS=true", "UNDEPLOY_FORCE_FINALIZERS=true")
 		if !strings.Contains(out, "example.com/keep") {
 			t.Errorf("make undeploy UNDEPLOY_FORCE_FINALIZERS=true does not name the finalizer it removed:\n%s", out)
 		}

@@ -49,7 +49,7 @@ func TestOperatorInRealContainers(t *testing.T) {
 		if t.Failed() {
 			dumpOperator(t)
 		}
-		out, err := runMake("undeploy", "KUSTOMIZE_DIR="+overlay, "IMG="+secondImage)
+		out, err := runMake("undeploy", "KUSTOMIZE_DIR="+overlay, "IMG="+secondImage, "UNDEPLOY_DELETE_WEBAPPS=true")
 		if err != nil {
 			t.Errorf("make undeploy: %v\n%s", err, out)
 			return
