@@ -96,8 +96,14 @@ func startSharded(ctx context.Context, p *process) (err error) {
 	if err != nil {
 		return fmt.Errorf("step 8, cache: %w", err)
 	}
-	held := &heldCaches{byRange: map[int]syncer{}}
+	// The checks are in place before the replica's caches are waited for:
+	// a replica serving the webhooks must become ready while its WebApps
+	// wait for the conversion webhook (heldCaches).
+	held := &heldCaches{byRange: map[int]syncer{}, servesConversion: p.o.webhookPort != 0}
 	held.addChecks(p.health, rc.caches)
+	if err := rc.sync(ctx, p.o); err != nil {
+		return err
+	}
 
 	// Step 9 — controllers, one scope per range held (rangeRunner.run).
 	controller.RegisterWorkqueueMetrics(p.registry)
@@ -219,8 +225,13 @@ func newMembers(cfg *rest.Config, o options, identity string) (*shard.Members, e
 	}, nil
 }
 
-// syncer is a range's caches, as readiness sees them.
-type syncer interface{ Unsynced() []string }
+// syncer is a replica's or a range's caches, as readiness sees them
+// (handrollcache.Caches).
+type syncer interface {
+	Unsynced() []string
+	UnsyncedExceptConversion() []string
+	AwaitingConversion() []string
+}
 
 // heldCaches are the caches of the ranges this replica holds, for /readyz.
 //
@@ -232,10 +243,26 @@ type syncer interface{ Unsynced() []string }
 // empty the webhook Service, which the webhooks (failurePolicy: Fail) need
 // and which does not depend on any range's cache. The range-informer-sync
 // report still shows them.
+//
+// A replica that serves the webhooks counts neither in its own caches nor
+// in its ranges' an informer waiting only for the API server to reach
+// handroll's conversion webhook (see leaderSyncCheck): with every replica
+// restarted at once, none is in the webhook Service, and none would ever
+// be. The informer-sync-conversion report shows those.
 type heldCaches struct {
-	mu       sync.Mutex
-	byRange  map[int]syncer
-	wasReady bool // every held range had synced, with at least one held
+	mu               sync.Mutex
+	byRange          map[int]syncer
+	wasReady         bool // every held range had synced, with at least one held
+	servesConversion bool
+	logged           sync.Once
+}
+
+// counted is what of s readiness waits for.
+func (h *heldCaches) counted(s syncer) []string {
+	if h.servesConversion {
+		return s.UnsyncedExceptConversion()
+	}
+	return s.Unsynced()
 }
 
 // addChecks adds to health the replica's readiness check, on its own
@@ -243,10 +270,21 @@ type heldCaches struct {
 // range's.
 func (h *heldCaches) addChecks(health *server.Health, replica syncer) {
 	health.SetReadinessCheck(server.Check{Name: "informer-sync", Check: func(*http.Request) error {
-		if unsynced := replica.Unsynced(); len(unsynced) > 0 {
+		if unsynced := h.counted(replica); len(unsynced) > 0 {
 			return fmt.Errorf("not synced: %s", strings.Join(unsynced, ", "))
 		}
-		return h.ready()
+		if err := h.ready(); err != nil {
+			return err
+		}
+		if h.servesConversion {
+			if waiting := h.awaitingConversion(replica); len(waiting) > 0 {
+				h.logged.Do(func() {
+					klog.InfoS("Ready before these caches sync: their lists need the WebApp conversion webhook, which the API server reaches only once a replica is ready",
+						"informers", waiting)
+				})
+			}
+		}
+		return nil
 	}})
 	health.AddReadinessReport(server.Check{Name: "range-informer-sync", Check: func(*http.Request) error {
 		if unsynced := h.unsynced(); len(unsynced) > 0 {
@@ -254,6 +292,14 @@ func (h *heldCaches) addChecks(health *server.Health, replica syncer) {
 		}
 		return nil
 	}})
+	if h.servesConversion {
+		health.AddReadinessReport(server.Check{Name: "informer-sync-conversion", Check: func(*http.Request) error {
+			if waiting := h.awaitingConversion(replica); len(waiting) > 0 {
+				return fmt.Errorf("waiting for the API server to reach the conversion webhook, not counted in informer-sync: %s", strings.Join(waiting, ", "))
+			}
+			return nil
+		}})
+	}
 }
 
 func (h *heldCaches) add(r shard.Range, c syncer) {
@@ -284,13 +330,25 @@ func (h *heldCaches) ready() error {
 	return nil
 }
 
-// unsynced names the informers of held ranges that have not synced.
+// unsynced names the informers of held ranges that have not synced, as
+// counted.
 func (h *heldCaches) unsynced() []string {
+	return h.ofRanges(h.counted)
+}
+
+// awaitingConversion names the informers of the replica and of the held
+// ranges that wait for the API server to reach the conversion webhook.
+func (h *heldCaches) awaitingConversion(replica syncer) []string {
+	return append(replica.AwaitingConversion(), h.ofRanges(syncer.AwaitingConversion)...)
+}
+
+// ofRanges is names of every held range, each prefixed with its range.
+func (h *heldCaches) ofRanges(names func(syncer) []string) []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var out []string
 	for i, c := range h.byRange {
-		for _, name := range c.Unsynced() {
+		for _, name := range names(c) {
 			out = append(out, fmt.Sprintf("range %d: %s", i, name))
 		}
 	}
@@ -383,13 +441,19 @@ func newReplicaCaches(ctx context.Context, p *process) (*replicaCaches, error) {
 	done := make(chan struct{})
 	rc.stop = func() { close(done); rc.caches.Shutdown() }
 	rc.caches.Start(done)
+	return rc, nil
+}
+
+// sync is step 10 for the replica's caches: it waits, within
+// --cache-sync-timeout, until they have synced. A stop while they fill is
+// no error.
+func (rc *replicaCaches) sync(ctx context.Context, o options) error {
 	syncCtx, cancel := context.WithTimeout(ctx, o.cacheSyncTimeout)
 	defer cancel()
 	if err := rc.caches.WaitForSync(syncCtx); err != nil && ctx.Err() == nil {
-		rc.stop()
-		return nil, fmt.Errorf("step 10, caches not synced within --cache-sync-timeout=%s: %w", o.cacheSyncTimeout, err)
+		return fmt.Errorf("step 10, caches not synced within --cache-sync-timeout=%s: %w", o.cacheSyncTimeout, err)
 	}
-	return rc, nil
+	return nil
 }
 
 // rangeInformers are a range's own informers, from caches, with the

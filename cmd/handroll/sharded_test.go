@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -18,6 +20,7 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/handroll/handroll/pkg/leader"
+	"github.com/handroll/handroll/pkg/server"
 	"github.com/handroll/handroll/pkg/shard"
 )
 
@@ -136,7 +139,57 @@ func TestMembersRenewOnAClientOfTheirOwn(t *testing.T) {
 // unsyncedNames is a range's caches with the informers not yet synced.
 type unsyncedNames []string
 
-func (u *unsyncedNames) Unsynced() []string { return *u }
+func (u *unsyncedNames) Unsynced() []string                 { return *u }
+func (u *unsyncedNames) UnsyncedExceptConversion() []string { return *u }
+func (u *unsyncedNames) AwaitingConversion() []string       { return nil }
+
+// awaitingNames is caches whose unsynced informers (unsynced, and
+// awaiting) include some that wait for the conversion webhook (awaiting).
+type awaitingNames struct{ unsynced, awaiting []string }
+
+func (a *awaitingNames) Unsynced() []string                 { return append(slices.Clone(a.unsynced), a.awaiting...) }
+func (a *awaitingNames) UnsyncedExceptConversion() []string { return a.unsynced }
+func (a *awaitingNames) AwaitingConversion() []string       { return a.awaiting }
+
+// TestShardedReadyWhileAwaitingConversion: a sharded replica that serves
+// the webhooks is ready while its caches, or its first ranges', wait only
+// for the API server to reach the conversion webhook, says so in a report,
+// and still waits for everything else; one that does not serve them
+// waits for all.
+func TestShardedReadyWhileAwaitingConversion(t *testing.T) {
+	check := func(health *server.Health, path string) (int, string) {
+		mux := http.NewServeMux()
+		health.Register(mux)
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		return rec.Code, rec.Body.String()
+	}
+	replica := &awaitingNames{awaiting: []string{"handroll.dev/v1 webapps (metadata) in all namespaces"}}
+	rng := &awaitingNames{unsynced: []string{"v1 ConfigMaps"}, awaiting: []string{"handroll.dev/v1 WebApps in all namespaces"}}
+
+	health := &server.Health{}
+	held := &heldCaches{byRange: map[int]syncer{}, servesConversion: true}
+	held.addChecks(health, replica)
+	if code, body := check(health, "/readyz?verbose"); code != http.StatusOK || !strings.Contains(body, "informer-sync-conversion") || !strings.Contains(body, "webapps (metadata)") {
+		t.Errorf("the replica's WebApps awaiting the conversion webhook: %d\n%s", code, body)
+	}
+	held.add(shard.Range{Index: 0, Count: 2}, rng)
+	if code, body := check(health, "/readyz?verbose"); code == http.StatusOK || !strings.Contains(body, "range 0: v1 ConfigMaps") {
+		t.Errorf("its first range's ConfigMaps not synced: %d, want not ready, naming them\n%s", code, body)
+	}
+	rng.unsynced = nil
+	code, body := check(health, "/readyz?verbose")
+	if code != http.StatusOK || !strings.Contains(body, "range 0: handroll.dev/v1 WebApps in all namespaces") {
+		t.Errorf("its first range awaiting the conversion webhook alone: %d, want ready, reporting it\n%s", code, body)
+	}
+
+	health = &server.Health{}
+	held = &heldCaches{byRange: map[int]syncer{}}
+	held.addChecks(health, replica)
+	if code, body := check(health, "/readyz?verbose"); code == http.StatusOK || strings.Contains(body, "informer-sync-conversion") {
+		t.Errorf("without the webhooks, the replica's WebApps not synced: %d, want not ready\n%s", code, body)
+	}
+}
 
 // TestRangesTakenOverKeepAReplicaReady: a replica's first ranges gate its
 // readiness until they sync; ranges it takes over later (a replica died)

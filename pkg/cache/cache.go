@@ -42,7 +42,8 @@ type Options struct {
 	// MetadataSelector is the label selector of the metadata caches: the
 	// complement of ChildSelector, so that each object is cached once,
 	// whole or as a Ref, and a child's event is decoded once. Empty caches
-	// the metadata of every object.
+	// the metadata of every object. The WebApps' metadata is never
+	// filtered.
 	MetadataSelector string
 	// ConfigMapMetadataAll caches the metadata of every ConfigMap, whatever
 	// MetadataSelector says: a sharded range's spec.configMapRef may name a
@@ -82,6 +83,7 @@ type Caches struct {
 	children   map[string]kubeinformers.SharedInformerFactory // labelled as ours
 	metadata   map[string]metadatainformer.SharedInformerFactory
 	cmMeta     map[string]metadatainformer.SharedInformerFactory // ConfigMapMetadataAll's; nil: metadata's
+	webAppMeta map[string]metadatainformer.SharedInformerFactory // WebApps' metadata, on a recording client
 	extra      kubeinformers.SharedInformerFactory               // extraNS's labelled ConfigMaps
 
 	mu       sync.Mutex
@@ -102,6 +104,7 @@ func New(kube kubernetes.Interface, handroll clientset.Interface, meta metadata.
 		handroll:   map[string]informers.SharedInformerFactory{},
 		children:   map[string]kubeinformers.SharedInformerFactory{},
 		metadata:   map[string]metadatainformer.SharedInformerFactory{},
+		webAppMeta: map[string]metadatainformer.SharedInformerFactory{},
 		lastErrs:   map[string]error{},
 	}
 	if len(c.namespaces) == 0 {
@@ -127,6 +130,14 @@ func New(kube kubernetes.Interface, handroll clientset.Interface, meta metadata.
 			kubeinformers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = o.ChildSelector }))
 		c.metadata[ns] = metadatainformer.NewFilteredSharedInformerFactory(meta, o.SyncPeriod, ns,
 			func(lo *metav1.ListOptions) { lo.LabelSelector = o.MetadataSelector })
+		// A factory of their own: whether an informer may watch-list is
+		// decided per client, and the WebApps' metadata needs the
+		// conversion webhook as much as the WebApps do. Unfiltered: a
+		// sharded replica needs every WebApp's uid, and a list with a
+		// label selector that needs the conversion hangs on the API
+		// server instead of failing.
+		recordingMeta := recordingMetadata{Interface: meta, record: c.recorder(informerName(metadataName(WebAppsResource), ns))}
+		c.webAppMeta[ns] = metadatainformer.NewFilteredSharedInformerFactory(recordingMeta, o.SyncPeriod, ns, nil)
 		if c.cmMeta != nil {
 			c.cmMeta[ns] = metadatainformer.NewFilteredSharedInformerFactory(meta, o.SyncPeriod, ns, nil)
 		}
@@ -283,8 +294,11 @@ var (
 
 // metadataFactory is the factory of namespace key's metadata of resource.
 func (c *Caches) metadataFactory(key string, resource schema.GroupVersionResource) metadatainformer.SharedInformerFactory {
-	if c.cmMeta != nil && resource == ConfigMapsResource {
+	switch {
+	case c.cmMeta != nil && resource == ConfigMapsResource:
 		return c.cmMeta[key]
+	case resource == WebAppsResource:
+		return c.webAppMeta[key]
 	}
 	return c.metadata[key]
 }
@@ -292,7 +306,7 @@ func (c *Caches) metadataFactory(key string, resource schema.GroupVersionResourc
 // Metadata returns the informers of resource's metadata (a Ref of every
 // object that MetadataSelector selects), one per namespace.
 func (c *Caches) Metadata(resource schema.GroupVersionResource) []cache.SharedIndexInformer {
-	return each(c, resource.GroupVersion().String()+" "+resource.Resource+" (metadata)", func(ns string) cache.SharedIndexInformer {
+	return each(c, metadataName(resource), func(ns string) cache.SharedIndexInformer {
 		inf := c.metadataFactory(ns, resource).ForResource(resource).Informer()
 		// The filtered factory takes no transform. Setting it fails only
 		// once the informer runs, and then it was set by an earlier call.
@@ -303,6 +317,11 @@ func (c *Caches) Metadata(resource schema.GroupVersionResource) []cache.SharedIn
 		_ = inf.SetTransform(trim)
 		return inf
 	})
+}
+
+// metadataName names the informers of resource's metadata.
+func metadataName(resource schema.GroupVersionResource) string {
+	return resource.GroupVersion().String() + " " + resource.Resource + " (metadata)"
 }
 
 // each returns get(ns) for every namespace and, the first time, records the
@@ -400,12 +419,66 @@ func (r recordingWebApps) Watch(ctx context.Context, opts metav1.ListOptions) (w
 	return w, err
 }
 
+// recordingMetadata is recordingClient for the metadata client, whose
+// metadata informers list, then watch, too.
+type recordingMetadata struct {
+	metadata.Interface
+	record func(error)
+}
+
+// IsWatchListSemanticsUnSupported is read by the metadata informers
+// (cache.ToListWatcherWithWatchListSemantics), as recordingClient's is.
+func (recordingMetadata) IsWatchListSemanticsUnSupported() bool { return true }
+
+func (r recordingMetadata) Resource(resource schema.GroupVersionResource) metadata.Getter {
+	return recordingGetter{Getter: r.Interface.Resource(resource), record: r.record}
+}
+
+type recordingGetter struct {
+	metadata.Getter
+	record func(error)
+}
+
+func (r recordingGetter) Namespace(ns string) metadata.ResourceInterface {
+	return recordingResource{ResourceInterface: r.Getter.Namespace(ns), record: r.record}
+}
+
+func (r recordingGetter) List(ctx context.Context, opts metav1.ListOptions) (*metav1.PartialObjectMetadataList, error) {
+	return recordingResource{ResourceInterface: r.Getter, record: r.record}.List(ctx, opts)
+}
+
+func (r recordingGetter) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	return recordingResource{ResourceInterface: r.Getter, record: r.record}.Watch(ctx, opts)
+}
+
+type recordingResource struct {
+	metadata.ResourceInterface
+	record func(error)
+}
+
+func (r recordingResource) List(ctx context.Context, opts metav1.ListOptions) (*metav1.PartialObjectMetadataList, error) {
+	list, err := r.ResourceInterface.List(ctx, opts)
+	if err != nil && ctx.Err() == nil {
+		r.record(err)
+	}
+	return list, err
+}
+
+func (r recordingResource) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	w, err := r.ResourceInterface.Watch(ctx, opts)
+	if err != nil && ctx.Err() == nil {
+		r.record(err)
+	}
+	return w, err
+}
+
 // Start starts every informer requested so far.
 func (c *Caches) Start(stop <-chan struct{}) {
 	for _, ns := range c.namespaces {
 		c.handroll[ns].Start(stop)
 		c.children[ns].Start(stop)
 		c.metadata[ns].Start(stop)
+		c.webAppMeta[ns].Start(stop)
 		if c.cmMeta != nil {
 			c.cmMeta[ns].Start(stop)
 		}
@@ -421,6 +494,7 @@ func (c *Caches) Shutdown() {
 		c.handroll[ns].Shutdown()
 		c.children[ns].Shutdown()
 		c.metadata[ns].Shutdown()
+		c.webAppMeta[ns].Shutdown()
 		if c.cmMeta != nil {
 			c.cmMeta[ns].Shutdown()
 		}

@@ -1,12 +1,23 @@
 package cache
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/metadata"
+
+	handrollfake "github.com/handroll/handroll/pkg/generated/clientset/versioned/fake"
 )
 
 // TestConversionCallFailed tells the API server failing to reach the
@@ -33,5 +44,58 @@ func TestConversionCallFailed(t *testing.T) {
 		if got := ConversionCallFailed(tc.err); got != tc.want {
 			t.Errorf("%s: ConversionCallFailed(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
 		}
+	}
+}
+
+// listOnlyMetadata is a metadata client whose lists fail as they do when
+// the API server cannot call the conversion webhook, and which says
+// whether anything asked it for a watch-list (a watch sending the initial
+// events).
+type listOnlyMetadata struct {
+	metadata.ResourceInterface
+	err       error
+	watchList atomic.Bool
+	lists     atomic.Int32
+}
+
+func (m *listOnlyMetadata) Resource(schema.GroupVersionResource) metadata.Getter { return m }
+func (m *listOnlyMetadata) Namespace(string) metadata.ResourceInterface          { return m }
+
+func (m *listOnlyMetadata) List(context.Context, metav1.ListOptions) (*metav1.PartialObjectMetadataList, error) {
+	m.lists.Add(1)
+	return nil, m.err
+}
+
+func (m *listOnlyMetadata) Watch(_ context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	if opts.SendInitialEvents != nil && *opts.SendInitialEvents {
+		m.watchList.Store(true)
+	}
+	return nil, m.err
+}
+
+// TestWebAppMetadataAwaitsConversion: the WebApps' metadata informer lists
+// rather than watch-lists, and its failed list, for want of the conversion
+// webhook, is recorded, so that a replica serving that webhook does not
+// wait for it (a sharded replica caches every WebApp's metadata).
+func TestWebAppMetadataAwaitsConversion(t *testing.T) {
+	meta := &listOnlyMetadata{err: apierrors.NewInternalError(errors.New(
+		`conversion webhook for handroll.dev/v1alpha1, Kind=WebApp failed: Post "https://handroll-webhook.handroll-system.svc:443/convert?timeout=30s": no endpoints available for service "handroll-webhook"`))}
+	c := New(kubefake.NewClientset(), handrollfake.NewClientset(), meta, Options{})
+	c.Metadata(WebAppsResource)
+	stop := make(chan struct{})
+	defer func() { close(stop); c.Shutdown() }()
+	c.Start(stop)
+
+	want := []string{"handroll.dev/v1 webapps (metadata) in all namespaces"}
+	if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return slices.Equal(c.AwaitingConversion(), want), nil
+	}); err != nil {
+		t.Fatalf("AwaitingConversion() = %q, want %q (lists: %d)", c.AwaitingConversion(), want, meta.lists.Load())
+	}
+	if got := c.UnsyncedExceptConversion(); len(got) > 0 {
+		t.Errorf("UnsyncedExceptConversion() = %q, want none", got)
+	}
+	if meta.watchList.Load() {
+		t.Error("the WebApps' metadata informer asked for a watch-list")
 	}
 }

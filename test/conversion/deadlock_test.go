@@ -25,9 +25,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
+	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	handrollv1alpha1 "github.com/handroll/handroll/pkg/apis/handroll/v1alpha1"
 	"github.com/handroll/handroll/test/operator"
 )
@@ -43,8 +45,55 @@ const crdName = "webapps.handroll.dev"
 // publishes its endpoint as the endpoints controller would), its caches
 // sync within --cache-sync-timeout (2 min by default) and it reconciles.
 func TestRestartWithObjectsStoredAtV1alpha1(t *testing.T) {
+	f := storedAtV1alpha1(t)
+	f.readyThenReconciled(t, operator.Launch(t, env.Kubeconfig, f.flags()...))
+}
+
+// TestShardedRestartWithObjectsStoredAtV1alpha1 is the same restart with
+// --shards. With the API server applying the shardSelector, each replica
+// caches the metadata of every WebApp and each range its own WebApps, all
+// of which need the conversion; with --namespaces the ranges share one
+// cache of the WebApps, as the single leader does.
+func TestShardedRestartWithObjectsStoredAtV1alpha1(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		extra func(f *fixture) []string
+	}{
+		{"filtered by the API server", func(*fixture) []string { return nil }},
+		{"with --namespaces", func(f *fixture) []string { return []string{"--namespaces=" + f.appNS} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := storedAtV1alpha1(t)
+			args := append(f.flags(), "--shards=2",
+				"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=2s", "--leader-elect-retry-period=500ms")
+			f.readyThenReconciled(t, operator.Launch(t, env.Kubeconfig, append(args, tc.extra(f)...)...))
+		})
+	}
+}
+
+// fixture is a cluster whose WebApps (names, in appNS) are stored at
+// v1alpha1 and whose CRD converts through the webhook Service svcName in
+// opNS, which has no endpoint yet.
+type fixture struct {
+	opNS, appNS string
+	svcName     string
+	hostIP      string
+	port        int
+	certDir     string
+	names       []string
+}
+
+// flags are the operator's, serving the webhooks behind the fixture's
+// Service.
+func (f *fixture) flags() []string {
+	return []string{"--operator-namespace=" + f.opNS, "--leader-elect-resource-namespace=" + f.opNS,
+		fmt.Sprintf("--webhook-port=%d", f.port), "--webhook-cert-dir=" + f.certDir}
+}
+
+func storedAtV1alpha1(t *testing.T) *fixture {
+	t.Helper()
 	ctx := context.Background()
-	opNS, appNS := env.Namespace(t), env.Namespace(t)
+	f := &fixture{opNS: env.Namespace(t), appNS: env.Namespace(t), svcName: "handroll-webhook"}
 	kube := env.KubeClient(t)
 	hc := env.HandrollClient(t)
 	ext, err := apiextensionsclient.NewForConfig(env.Config)
@@ -55,15 +104,14 @@ func TestRestartWithObjectsStoredAtV1alpha1(t *testing.T) {
 
 	// The webhook Service as the manifests make it, with the serving
 	// certificate for its name; its endpoints are published by the test.
-	const svcName = "handroll-webhook"
-	hostIP := hostAddress(t)
-	port := operator.FreePort(t)
-	certDir := t.TempDir()
-	caBundle := writeServingCertificate(t, certDir, svcName+"."+opNS+".svc")
-	if _, err := kube.CoreV1().Services(opNS).Create(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: svcName},
+	f.hostIP = hostAddress(t)
+	f.port = operator.FreePort(t)
+	f.certDir = t.TempDir()
+	caBundle := writeServingCertificate(t, f.certDir, f.svcName+"."+f.opNS+".svc")
+	if _, err := kube.CoreV1().Services(f.opNS).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: f.svcName},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{
-			Name: "webhook", Port: 443, TargetPort: intstr.FromInt32(int32(port)),
+			Name: "webhook", Port: 443, TargetPort: intstr.FromInt32(int32(f.port)),
 		}}},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -87,7 +135,7 @@ func TestRestartWithObjectsStoredAtV1alpha1(t *testing.T) {
 	})
 	updateCRD(t, crds, func(crd *apiextensionsv1.CustomResourceDefinition) {
 		crd.Spec.Conversion.Webhook.ClientConfig = &apiextensionsv1.WebhookClientConfig{
-			Service:  &apiextensionsv1.ServiceReference{Namespace: opNS, Name: svcName, Path: ptr.To("/convert"), Port: ptr.To[int32](443)},
+			Service:  &apiextensionsv1.ServiceReference{Namespace: f.opNS, Name: f.svcName, Path: ptr.To("/convert"), Port: ptr.To[int32](443)},
 			CABundle: caBundle,
 		}
 		setStorage(crd, "v1alpha1")
@@ -95,10 +143,10 @@ func TestRestartWithObjectsStoredAtV1alpha1(t *testing.T) {
 
 	// Created through v1alpha1, they need no conversion only once the API
 	// server stores v1alpha1: until then each create fails.
-	names := []string{"alpha-0", "alpha-1", "alpha-2"}
-	for _, name := range names {
+	f.names = []string{"alpha-0", "alpha-1", "alpha-2"}
+	for _, name := range f.names {
 		poll(t, 30*time.Second, "create "+name+" stored at v1alpha1", func(ctx context.Context) (bool, error) {
-			_, err := hc.HandrollV1alpha1().WebApps(appNS).Create(ctx, &handrollv1alpha1.WebApp{
+			_, err := hc.HandrollV1alpha1().WebApps(f.appNS).Create(ctx, &handrollv1alpha1.WebApp{
 				ObjectMeta: metav1.ObjectMeta{Name: name},
 				Spec:       handrollv1alpha1.WebAppSpec{Image: "nginx:1.27"},
 			}, metav1.CreateOptions{})
@@ -115,15 +163,28 @@ func TestRestartWithObjectsStoredAtV1alpha1(t *testing.T) {
 		stored := crd.Status.StoredVersions
 		return slices.Contains(stored, "v1alpha1") && slices.Contains(stored, "v1"), nil
 	})
-	// The deadlock's premise: with no replica ready, a v1 list fails.
+	// The deadlock's premise: with no replica ready, a v1 list fails, and
+	// so does a list of the WebApps' metadata.
 	const conversionFailed = "conversion webhook for handroll.dev/v1alpha1, Kind=WebApp failed"
-	if _, err := hc.HandrollV1().WebApps(appNS).List(ctx, metav1.ListOptions{}); err == nil || !strings.Contains(err.Error(), conversionFailed) {
+	if _, err := hc.HandrollV1().WebApps(f.appNS).List(ctx, metav1.ListOptions{}); err == nil || !strings.Contains(err.Error(), conversionFailed) {
 		t.Fatalf("a v1 list with no webhook endpoint: %v, want an error with %q", err, conversionFailed)
 	}
+	meta, err := metadata.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := meta.Resource(handrollv1.SchemeGroupVersion.WithResource(handrollv1.WebAppResource)).Namespace(f.appNS).List(ctx, metav1.ListOptions{}); err == nil || !strings.Contains(err.Error(), conversionFailed) {
+		t.Fatalf("a v1 metadata list with no webhook endpoint: %v, want an error with %q", err, conversionFailed)
+	}
+	return f
+}
 
-	op := operator.Launch(t, env.Kubeconfig,
-		"--operator-namespace="+opNS, "--leader-elect-resource-namespace="+opNS,
-		fmt.Sprintf("--webhook-port=%d", port), "--webhook-cert-dir="+certDir)
+// readyThenReconciled checks that op, launched on f, becomes ready with no
+// webhook endpoint, and once published, reconciles every WebApp.
+func (f *fixture) readyThenReconciled(t *testing.T, op *operator.Operator) {
+	t.Helper()
+	ctx := context.Background()
+	kube := env.KubeClient(t)
 
 	// Within --cache-sync-timeout's default, well before step 10 gives up.
 	launched := time.Now()
@@ -137,31 +198,31 @@ func TestRestartWithObjectsStoredAtV1alpha1(t *testing.T) {
 		return code == 200, nil
 	}, func() string { return "last /readyz?verbose:\n" + body })
 	t.Logf("ready %s after the launch, with no webhook endpoint:\n%s", time.Since(launched).Round(time.Second), body)
-	if !strings.Contains(body, "conversion") {
+	if !strings.Contains(body, "informer-sync-conversion") {
 		t.Errorf("/readyz?verbose does not say that the WebApps wait for the conversion webhook:\n%s", body)
 	}
 
 	// Ready, the replica is published, as the endpoints controller does.
-	if _, err := kube.DiscoveryV1().EndpointSlices(opNS).Create(ctx, &discoveryv1.EndpointSlice{
+	if _, err := kube.DiscoveryV1().EndpointSlices(f.opNS).Create(ctx, &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:   svcName + "-ready",
-			Labels: map[string]string{discoveryv1.LabelServiceName: svcName, discoveryv1.LabelManagedBy: "handroll-test"},
+			Name:   f.svcName + "-ready",
+			Labels: map[string]string{discoveryv1.LabelServiceName: f.svcName, discoveryv1.LabelManagedBy: "handroll-test"},
 		},
 		AddressType: discoveryv1.AddressTypeIPv4,
-		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{hostIP}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("webhook"), Port: ptr.To(int32(port)), Protocol: ptr.To(corev1.ProtocolTCP)}},
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{f.hostIP}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("webhook"), Port: ptr.To(int32(f.port)), Protocol: ptr.To(corev1.ProtocolTCP)}},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
-	// The caches sync on the informers' next retry, the replica leads, and
-	// every WebApp stored at v1alpha1 is reconciled.
+	// The caches sync on the informers' next retry, the replica leads (or
+	// takes its ranges), and every WebApp stored at v1alpha1 is reconciled.
 	poll(t, 3*time.Minute, "the caches sync and every WebApp gets its Deployment", func(ctx context.Context) (bool, error) {
 		if _, exited := op.ExitedAt(); exited {
 			return false, fmt.Errorf("handroll exited:\n%s", op.Log())
 		}
-		for _, name := range names {
-			if _, err := kube.AppsV1().Deployments(appNS).Get(ctx, name, metav1.GetOptions{}); err != nil {
+		for _, name := range f.names {
+			if _, err := kube.AppsV1().Deployments(f.appNS).Get(ctx, name, metav1.GetOptions{}); err != nil {
 				return false, nil //nolint:nilerr // not yet
 			}
 		}
@@ -171,7 +232,7 @@ func TestRestartWithObjectsStoredAtV1alpha1(t *testing.T) {
 		return fmt.Sprintf("/readyz?verbose %d:\n%s\nlog:\n%s", code, body, op.Log())
 	})
 	t.Logf("every WebApp reconciled %s after the launch", time.Since(launched).Round(time.Second))
-	if code, body := op.Readyz(t); code != 200 || !strings.Contains(body, "[+]informer-sync ok") {
+	if code, body := op.Readyz(t); code != 200 || !strings.Contains(body, "[+]informer-sync ok") || strings.Contains(body, "[-]informer-sync-conversion") {
 		t.Errorf("/readyz?verbose after the sync: %d\n%s", code, body)
 	}
 }

@@ -16,9 +16,11 @@ var env *controlplane.ControlPlane
 // The API server resolves a webhook Service through its EndpointSlices, as
 // it does the aggregated APIs': there is no kube-proxy on loopback, and a
 // Service with no ready endpoint then fails the call at once, with "no
-// endpoints available", as a cluster's does.
+// endpoints available", as a cluster's does. ShardedListAndWatch lets the
+// API server apply the shardSelector, so that --shards caches each range's
+// WebApps apart from every WebApp's metadata, as on a cluster with the gate.
 func TestMain(m *testing.M) {
 	os.Exit(controlplane.RunTests(m, controlplane.Options{
-		APIServerArgs: []string{"--enable-aggregator-routing=true"},
+		APIServerArgs: []string{"--enable-aggregator-routing=true", "--feature-gates=ShardedListAndWatch=true"},
 	}, &env))
 }
