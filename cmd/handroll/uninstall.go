@@ -8,6 +8,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -49,9 +50,11 @@ type uninstallOptions struct {
 //  1. with --delete-webapps only (by default every WebApp is kept, with
 //     its children, for a later install to take over), every WebApp is
 //     deleted while the operator runs, so that its
-//     directory entry goes, in the foreground, so that it goes only once
-//     the garbage collector has taken its children (once the CRD is gone,
-//     the garbage collector could no longer prove their owner absent);
+//     directory entry goes, in the foreground if it has children, so that
+//     it goes only once the garbage collector has taken them (once the CRD
+//     is gone, the garbage collector could no longer prove their owner
+//     absent), concurrently, a page of the list at a time, all within
+//     --timeout;
 //     handroll's own legacy finalizer is removed, another controller's
 //     never: a WebApp that one still holds is named, with its holder, and
 //     the uninstall fails rather than skip that controller's clean-up;
@@ -106,7 +109,7 @@ func runUninstall(args []string, stdout, stderr io.Writer) int {
 }
 
 func uninstall(ctx context.Context, o uninstallOptions, out io.Writer) error {
-	cfg, _, err := loadConfig(o.kubeconfig, 20, 30, 30*time.Second)
+	cfg, _, err := loadConfig(o.kubeconfig, uninstallQPS, uninstallBurst, 30*time.Second)
 	if err != nil {
 		return err
 	}
@@ -150,53 +153,68 @@ func sayKept(ctx context.Context, hc versioned.Interface, out io.Writer) error {
 	return nil
 }
 
-// deleteAllWebApps deletes every WebApp and waits until none is left. A
-// WebApp that appears meanwhile (a GitOps tool putting it back) is deleted
-// too; handroll's legacy finalizer is removed here, so that this works with
-// no operator running as well, and every finalizer if force is set.
+// deleteAllWebApps deletes every WebApp and waits until none is left,
+// within timeout counted from its start. A WebApp that appears meanwhile
+// (a GitOps tool putting it back) is deleted too; handroll's legacy
+// finalizer is removed here, so that this works with no operator running
+// as well, and every finalizer if force is set.
 func deleteAllWebApps(ctx context.Context, hc versioned.Interface, kube kubernetes.Interface, force bool, timeout time.Duration, out io.Writer) error {
-	sweep := webAppSweeper{client: hc, force: force, out: out}
-	left, err := sweep.pass(ctx)
-	if apierrors.IsNotFound(err) {
-		// No CRD, no WebApp: a second uninstall, or crd.enable=false with
-		// the CRD already removed.
+	sweep := webAppSweeper{client: hc, kube: kube, force: force, out: out}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var left []heldWebApp
+	var lastErr, firstErr error
+	passes, noCRD := 0, false
+	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		now, err := sweep.pass(ctx)
+		switch {
+		case apierrors.IsNotFound(err):
+			// No CRD, no WebApp: a second uninstall, crd.enable=false with
+			// the CRD already removed, or the CRD went meanwhile, and
+			// every WebApp with it.
+			noCRD = passes == 0
+			left, lastErr = nil, nil
+			return true, nil
+		case err == nil:
+			if passes == 0 {
+				fmt.Fprintf(out, "uninstall: deleting %d WebApp(s)\n", len(now))
+			}
+			passes++
+			left, lastErr = now, nil
+			return len(left) == 0, nil
+		case passes == 0 && !cutShort(ctx):
+			// Not one pass through: an error of the API server's is the
+			// uninstall's.
+			firstErr = err
+			return false, err
+		case !cutShort(ctx):
+			// Retried until the timeout; left is the last pass that read.
+			// A pass cut short by the timeout itself says nothing new.
+			lastErr = err
+		}
+		return false, nil
+	})
+	switch {
+	case noCRD:
 		fmt.Fprintln(out, "uninstall: no WebApp CRD in the cluster: no WebApp to delete")
 		return nil
+	case err == nil:
+		fmt.Fprintln(out, "uninstall: every WebApp is gone")
+		return nil
+	case firstErr != nil:
+		return firstErr
 	}
-	if err != nil {
-		return err
+	var msg string
+	if passes == 0 {
+		msg = fmt.Sprintf("the WebApps were not all listed and deleted within %s", timeout)
+	} else {
+		msg = heldMessage(context.WithoutCancel(ctx), kube, left, timeout)
 	}
-	fmt.Fprintf(out, "uninstall: deleting %d WebApp(s)\n", len(left))
-	var lastErr error
-	if len(left) > 0 {
-		err = wait.PollUntilContextTimeout(ctx, time.Second, timeout, false, func(ctx context.Context) (bool, error) {
-			now, err := sweep.pass(ctx)
-			switch {
-			case apierrors.IsNotFound(err):
-				// The CRD went meanwhile, and every WebApp with it.
-				left, lastErr = nil, nil
-				return true, nil
-			case err == nil:
-				left, lastErr = now, nil
-				return len(left) == 0, nil
-			case !cutShort(ctx):
-				// Retried until the timeout; left is the last pass that read.
-				// A pass cut short by the timeout itself says nothing new.
-				lastErr = err
-			}
-			return false, nil
-		})
+	// The pass cut short by the timeout itself says nothing new.
+	if lastErr != nil && !errors.Is(lastErr, context.DeadlineExceeded) && !errors.Is(lastErr, context.Canceled) {
+		msg += "\nthe last attempt failed: " + lastErr.Error()
 	}
-	if err != nil {
-		msg := heldMessage(context.WithoutCancel(ctx), kube, left, timeout)
-		// The pass cut short by the timeout itself says nothing new.
-		if lastErr != nil && !errors.Is(lastErr, context.DeadlineExceeded) && !errors.Is(lastErr, context.Canceled) {
-			msg += "\nthe last attempt failed: " + lastErr.Error()
-		}
-		return errors.New(msg)
-	}
-	fmt.Fprintln(out, "uninstall: every WebApp is gone")
-	return nil
+	return errors.New(msg)
 }
 
 // cutShort reports whether ctx's deadline has come, even before ctx says
@@ -207,57 +225,213 @@ func cutShort(ctx context.Context) bool {
 	return ctx.Err() != nil || ok && !time.Now().Before(deadline)
 }
 
+const (
+	// uninstallQPS and uninstallBurst are the uninstall's whole budget
+	// of requests: it runs once, and 10,000 WebApps take a delete each
+	// (8 minutes at the operator's 20 QPS). The API server's priority and
+	// fairness still shares it out with the rest of the cluster.
+	uninstallQPS, uninstallBurst = 200, 200
+	// sweepWorkers send the deletes of a pass concurrently, enough to use
+	// uninstallQPS at a round trip of 80 ms.
+	sweepWorkers = 16
+	// sweepPage is the size of a page of the list of WebApps (or of
+	// children): the hook pod holds one page at a time in its 64 MiB.
+	sweepPage = 500
+)
+
 // webAppSweeper deletes every WebApp, one pass at a time.
 type webAppSweeper struct {
 	client versioned.Interface
+	kube   kubernetes.Interface
 	force  bool // remove every finalizer, not only handroll's legacy one
 	out    io.Writer
+	mu     sync.Mutex // serializes writes to out
 }
 
 // pass deletes the WebApps not yet being deleted and removes handroll's
-// legacy finalizer, never another's unless forced. It returns those still
-// there, each with what holds it.
-func (s webAppSweeper) pass(ctx context.Context) (left []heldWebApp, err error) {
-	list, err := s.client.HandrollV1().WebApps(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+// legacy finalizer, never another's unless forced, a page of the list at
+// a time, concurrently. It returns those still there, each with what holds
+// it, and, once every WebApp is gone, a child of one the garbage collector
+// has yet to delete.
+func (s *webAppSweeper) pass(ctx context.Context) (left []heldWebApp, err error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	// A WebApp with no child goes at once, with no work of the garbage
+	// collector's, whose default 40 QPS would take minutes over 10,000
+	// foreground deletions. Read once a pass, and only by a pass that
+	// deletes; nil (children unknown): every one in the foreground.
+	parents := sync.OnceValue(func() map[types.UID]heldWebApp {
+		p, _ := s.parents(ctx)
+		return p
+	})
+	var mu sync.Mutex
+	work := make(chan *handrollv1.WebApp)
+	var wg sync.WaitGroup
+	for range sweepWorkers {
+		wg.Go(func() {
+			for w := range work {
+				held, err := s.sweep(ctx, w, parents)
+				if err != nil {
+					cancel(err)
+					continue
+				}
+				if held != nil {
+					mu.Lock()
+					left = append(left, *held)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	err = listPages(ctx, func(ctx context.Context, opts metav1.ListOptions) (metav1.ListInterface, error) {
+		list, err := s.client.HandrollV1().WebApps(metav1.NamespaceAll).List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		for i := range list.Items {
+			select {
+			case work <- &list.Items[i]:
+			case <-ctx.Done():
+				return nil, context.Cause(ctx)
+			}
+		}
+		return list, nil
+	})
+	close(work)
+	wg.Wait()
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return nil, cause
+	}
 	if err != nil {
 		return nil, fmt.Errorf("listing the WebApps: %w", err)
 	}
-	for i := range list.Items {
-		w := &list.Items[i]
-		client := s.client.HandrollV1().WebApps(w.Namespace)
-		if w.DeletionTimestamp == nil {
-			// Foreground: the WebApp stays until the garbage collector has
-			// deleted its children, so that "every WebApp is gone" means
-			// their children are too. The CRD, deleted next, must outlive
-			// them: once its kind is gone, the garbage collector can no
-			// longer prove an owner absent and keeps the children.
-			err := client.Delete(ctx, w.Name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)})
-			if err != nil && !apierrors.IsNotFound(err) {
-				return nil, fmt.Errorf("deleting WebApp %s/%s: %w", w.Namespace, w.Name, err)
-			}
+	if len(left) == 0 {
+		// Every WebApp is gone; a child of one deleted in the background
+		// (made after the list of children: the operator still runs) goes
+		// with the garbage collector, which needs the CRD to find its
+		// owner absent. A client that may not list children does not wait.
+		orphans, err := s.parents(ctx)
+		if err != nil && !apierrors.IsForbidden(err) {
+			return nil, err
 		}
-		patch, removes := webapp.LegacyFinalizerPatch(w), webapp.LegacyFinalizerDirectory
-		others := slices.DeleteFunc(slices.Clone(w.Finalizers), func(f string) bool {
-			return f == webapp.LegacyFinalizerDirectory || garbageCollectors(f)
-		})
-		if s.force && len(others) > 0 {
-			patch, removes = removeFinalizersPatch(w), strings.Join(others, ", ")
+		for uid, w := range orphans {
+			left = append(left, heldWebApp{namespace: w.namespace, name: w.name, uid: uid, foreground: true})
 		}
-		if patch != nil {
-			// Invalid: the finalizers changed since the list; the next pass reads them again.
-			_, err := client.Patch(ctx, w.Name, types.JSONPatchType, patch, metav1.PatchOptions{})
-			switch {
-			case err == nil && s.force && len(others) > 0:
-				fmt.Fprintf(s.out, "uninstall: removed the finalizer(s) %s from WebApp %s/%s: their clean-up is skipped\n", removes, w.Namespace, w.Name)
-				continue
-			case err != nil && !apierrors.IsNotFound(err) && !apierrors.IsInvalid(err):
-				return nil, fmt.Errorf("removing %s from WebApp %s/%s: %w", removes, w.Namespace, w.Name, err)
-			}
-		}
-		left = append(left, heldWebApp{namespace: w.Namespace, name: w.Name, uid: w.UID, others: others,
-			foreground: slices.Contains(w.Finalizers, metav1.FinalizerDeleteDependents)})
 	}
+	slices.SortFunc(left, func(a, b heldWebApp) int {
+		return strings.Compare(a.namespace+"/"+a.name, b.namespace+"/"+b.name)
+	})
 	return left, nil
+}
+
+// sweep deletes w and removes its finalizers as pass does, and returns w
+// if it may still be there.
+func (s *webAppSweeper) sweep(ctx context.Context, w *handrollv1.WebApp, parents func() map[types.UID]heldWebApp) (*heldWebApp, error) {
+	client := s.client.HandrollV1().WebApps(w.Namespace)
+	if w.DeletionTimestamp == nil {
+		// Foreground for a WebApp with children: it stays until the
+		// garbage collector has deleted them, so that "every WebApp is
+		// gone" means their children are too. The CRD, deleted next, must
+		// outlive them: once its kind is gone, the garbage collector can
+		// no longer prove an owner absent and keeps the children. One
+		// with none goes at once, in the background.
+		policy := metav1.DeletePropagationForeground
+		if p := parents(); p != nil && p[w.UID].name == "" {
+			policy = metav1.DeletePropagationBackground
+		}
+		// Preconditioned on the UID read: a WebApp made since under the
+		// same name is the next pass's.
+		err := client.Delete(ctx, w.Name, metav1.DeleteOptions{PropagationPolicy: &policy, Preconditions: metav1.NewUIDPreconditions(string(w.UID))})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return nil, fmt.Errorf("deleting WebApp %s/%s: %w", w.Namespace, w.Name, err)
+		}
+	}
+	patch, removes := webapp.LegacyFinalizerPatch(w), webapp.LegacyFinalizerDirectory
+	others := slices.DeleteFunc(slices.Clone(w.Finalizers), func(f string) bool {
+		return f == webapp.LegacyFinalizerDirectory || garbageCollectors(f)
+	})
+	if s.force && len(others) > 0 {
+		patch, removes = removeFinalizersPatch(w), strings.Join(others, ", ")
+	}
+	if patch != nil {
+		// Invalid: the finalizers changed since the list; the next pass reads them again.
+		_, err := client.Patch(ctx, w.Name, types.JSONPatchType, patch, metav1.PatchOptions{})
+		switch {
+		case err == nil && s.force && len(others) > 0:
+			s.mu.Lock()
+			fmt.Fprintf(s.out, "uninstall: removed the finalizer(s) %s from WebApp %s/%s: their clean-up is skipped\n", removes, w.Namespace, w.Name)
+			s.mu.Unlock()
+			return nil, nil
+		case err != nil && !apierrors.IsNotFound(err) && !apierrors.IsInvalid(err):
+			return nil, fmt.Errorf("removing %s from WebApp %s/%s: %w", removes, w.Namespace, w.Name, err)
+		}
+	}
+	return &heldWebApp{namespace: w.Namespace, name: w.Name, uid: w.UID, others: others,
+		foreground: slices.Contains(w.Finalizers, metav1.FinalizerDeleteDependents)}, nil
+}
+
+// parents returns the WebApps, by UID, that own one of the children the
+// operator makes (its Deployments, Services and ConfigMaps), read a page
+// at a time.
+func (s *webAppSweeper) parents(ctx context.Context) (map[types.UID]heldWebApp, error) {
+	found := map[types.UID]heldWebApp{}
+	add := func(m metav1.Object) {
+		for _, r := range m.GetOwnerReferences() {
+			if r.Kind == "WebApp" && strings.HasPrefix(r.APIVersion, handrollv1.SchemeGroupVersion.Group+"/") {
+				found[r.UID] = heldWebApp{namespace: m.GetNamespace(), name: r.Name}
+			}
+		}
+	}
+	opts := func(o metav1.ListOptions) metav1.ListOptions { o.LabelSelector = webapp.ChildSelector; return o }
+	for _, list := range []func(context.Context, metav1.ListOptions) (metav1.ListInterface, error){
+		func(ctx context.Context, o metav1.ListOptions) (metav1.ListInterface, error) {
+			l, err := s.kube.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, opts(o))
+			if err == nil {
+				for i := range l.Items {
+					add(&l.Items[i])
+				}
+			}
+			return l, err
+		},
+		func(ctx context.Context, o metav1.ListOptions) (metav1.ListInterface, error) {
+			l, err := s.kube.CoreV1().Services(metav1.NamespaceAll).List(ctx, opts(o))
+			if err == nil {
+				for i := range l.Items {
+					add(&l.Items[i])
+				}
+			}
+			return l, err
+		},
+		func(ctx context.Context, o metav1.ListOptions) (metav1.ListInterface, error) {
+			l, err := s.kube.CoreV1().ConfigMaps(metav1.NamespaceAll).List(ctx, opts(o))
+			if err == nil {
+				for i := range l.Items {
+					add(&l.Items[i])
+				}
+			}
+			return l, err
+		},
+	} {
+		if err := listPages(ctx, list); err != nil {
+			return nil, fmt.Errorf("listing the children of WebApps: %w", err)
+		}
+	}
+	return found, nil
+}
+
+// listPages calls list for each page of a list of sweepPage items, so that
+// no more than a page is held at a time.
+func listPages(ctx context.Context, list func(context.Context, metav1.ListOptions) (metav1.ListInterface, error)) error {
+	opts := metav1.ListOptions{Limit: sweepPage}
+	for {
+		l, err := list(ctx, opts)
+		if err != nil {
+			return err
+		}
+		if opts.Continue = l.GetContinue(); opts.Continue == "" {
+			return nil
+		}
+	}
 }
 
 // heldWebApp is a WebApp still there after a pass, and what holds it.
@@ -268,6 +442,9 @@ type heldWebApp struct {
 	foreground      bool     // the garbage collector's foregroundDeletion
 }
 
+// heldNamed is how many WebApps heldMessage names.
+const heldNamed = 100
+
 // heldMessage says why each WebApp of left is still there after timeout,
 // naming what holds it, and gives only the advice that would help: a
 // child's finalizer is its own controller's, which --force-finalizers does
@@ -276,13 +453,20 @@ func heldMessage(ctx context.Context, kube kubernetes.Interface, left []heldWebA
 	var lines, advice []string
 	var byOthers, byChildren bool
 	for _, w := range left {
+		byOthers = byOthers || len(w.others) > 0
+		byChildren = byChildren || len(w.others) == 0 && w.foreground
+	}
+	for i, w := range left {
+		if i == heldNamed {
+			// helm prints the Job's log: thousands of lines would hide the advice.
+			lines = append(lines, fmt.Sprintf("and %d more", len(left)-heldNamed))
+			break
+		}
 		state := "being deleted"
 		switch {
 		case len(w.others) > 0:
-			byOthers = true
 			state = "held by the finalizer(s) " + strings.Join(w.others, ", ") + " of another controller"
 		case w.foreground:
-			byChildren = true
 			state = "waiting for the garbage collector to delete its children"
 			if children := childrenLeft(ctx, kube, w); len(children) > 0 {
 				state += ": " + strings.Join(children, "; ")

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestUninstallFlags: `handroll uninstall` has its own flags, listed by its
@@ -42,5 +44,25 @@ func TestUninstallFlags(t *testing.T) {
 		if code := run(c.args, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), c.want) {
 			t.Errorf("%q: code %d, stderr %q; want code 2 and %q", c.args, code, errOut.String(), c.want)
 		}
+	}
+}
+
+// TestHeldMessageNamesAHundred: at scale the failure names the first
+// WebApps left and counts the rest, so that helm's print of the Job's log
+// stays readable; the advice still covers every WebApp left.
+func TestHeldMessageNamesAHundred(t *testing.T) {
+	left := make([]heldWebApp, 250)
+	for i := range left {
+		left[i] = heldWebApp{namespace: "team-a", name: fmt.Sprintf("app-%03d", i)}
+	}
+	left[200].others = []string{"backup.example.com/protect"}
+	msg := heldMessage(t.Context(), nil, left, time.Minute)
+	for _, want := range []string{"250 WebApp(s) still there after 1m0s", "team-a/app-099 (being deleted)", "\n  and 150 more", "--force-finalizers"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the message does not say %q:\n%s", want, msg)
+		}
+	}
+	if strings.Contains(msg, "app-100") {
+		t.Errorf("the message names more than %d WebApps:\n%s", heldNamed, msg)
 	}
 }
