@@ -363,7 +363,13 @@ func TestWebhookServerSpreadsCallsOverConnections(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- aged.Serve(ctx, time.Second) }()
-	defer func() { cancel(); <-done }()
+	defer func() {
+		client.CloseIdleConnections() // else the stop waits out its grace for them
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("the aged server's Serve: %v", err)
+		}
+	}()
 	s = aged
 	dials.Store(0)
 	var got []int32
