@@ -105,6 +105,9 @@ func storedAtV1alpha1(t *testing.T) *fixture {
 	// The webhook Service as the manifests make it, with the serving
 	// certificate for its name; its endpoints are published by the test.
 	f.hostIP = hostAddress(t)
+	// Built before the port is chosen: a build on a busy machine is a
+	// long time for another test to take a port found free.
+	operator.Binary(t)
 	f.port = operator.FreePort(t)
 	f.certDir = t.TempDir()
 	caBundle := writeServingCertificate(t, f.certDir, f.svcName+"."+f.opNS+".svc")
