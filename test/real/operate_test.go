@@ -96,9 +96,16 @@ func TestOperateAsUsersDo(t *testing.T) {
 			_, err := kube.CoreV1().Namespaces().Get(ctx, elsewhere, metav1.GetOptions{})
 			return apierrors.IsNotFound(err), nil
 		})
-		list, err := handrollClient.HandrollV1().WebApps(metav1.NamespaceAll).List(context.Background(), metav1.ListOptions{})
-		if err != nil || len(list.Items) != 20 {
-			t.Fatalf("after make undeploy: %d WebApps (%v), want the 20 kept", len(list.Items), err)
+		kept := 0
+		for _, ns := range namespaces {
+			list, err := handrollClient.HandrollV1().WebApps(ns).List(context.Background(), metav1.ListOptions{})
+			if err != nil {
+				t.Fatalf("after make undeploy, listing the WebApps of %s: %v", ns, err)
+			}
+			kept += len(list.Items)
+		}
+		if kept != 20 {
+			t.Fatalf("after make undeploy: %d WebApps, want the 20 kept", kept)
 		}
 
 		// An install into another namespace takes them over, changing no child.
