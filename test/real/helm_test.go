@@ -266,7 +266,7 @@ func checkNothingLeftIn(t *testing.T, ns string) {
 // its certificate Secret) may stay, as docs/uninstall.md says.
 func checkRuntimeLeftIn(t *testing.T, ns string) {
 	checkLeftIn(t, ns, func(what string) bool {
-		return strings.HasPrefix(what, "Lease "+leaseName) || what == "ConfigMap "+webapp.DirectoryName ||
+		return strings.HasPrefix(what, "Lease "+leaseName) || strings.HasPrefix(what, "ConfigMap "+webapp.DirectoryName) ||
 			what == "Secret handroll-webhook-tls"
 	})
 }
