@@ -84,15 +84,18 @@ func writePKI(dir string, extraIPs ...net.IP) (*pki, error) {
 	return p, nil
 }
 
-// WriteServingCertificate writes tls.crt and tls.key for the loopback
-// addresses into dir, signed by a new CA whose certificate it returns (the
-// caBundle a webhook configuration needs).
-func WriteServingCertificate(dir string) ([]byte, error) {
+// WriteServingCertificate writes tls.crt and tls.key for dnsNames (none:
+// the loopback addresses) into dir, signed by a new CA whose certificate it
+// returns (the caBundle a webhook configuration needs).
+func WriteServingCertificate(dir string, dnsNames ...string) ([]byte, error) {
 	ca, err := newCA()
 	if err != nil {
 		return nil, err
 	}
-	cert, key, err := ca.issue("handroll-webhook", 2, []string{"localhost"})
+	if len(dnsNames) == 0 {
+		dnsNames = []string{"localhost"}
+	}
+	cert, key, err := ca.issue("handroll-webhook", 2, dnsNames)
 	if err != nil {
 		return nil, err
 	}

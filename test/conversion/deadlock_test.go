@@ -2,17 +2,8 @@ package conversion
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -31,6 +22,7 @@ import (
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	handrollv1alpha1 "github.com/handroll/handroll/pkg/apis/handroll/v1alpha1"
+	"github.com/handroll/handroll/test/controlplane"
 	"github.com/handroll/handroll/test/operator"
 )
 
@@ -110,7 +102,10 @@ func storedAtV1alpha1(t *testing.T) *fixture {
 	operator.Binary(t)
 	f.port = operator.FreePort(t)
 	f.certDir = t.TempDir()
-	caBundle := writeServingCertificate(t, f.certDir, f.svcName+"."+f.opNS+".svc")
+	caBundle, err := controlplane.WriteServingCertificate(f.certDir, f.svcName+"."+f.opNS+".svc")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := kube.CoreV1().Services(f.opNS).Create(ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: f.svcName},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{
@@ -294,53 +289,4 @@ func hostAddress(t *testing.T) string {
 	}
 	t.Skip("no non-loopback IPv4 address on this machine for the webhook's EndpointSlice")
 	return ""
-}
-
-// writeServingCertificate writes tls.crt and tls.key for dnsName, the name
-// the API server verifies when it calls a webhook Service, signed by a new
-// CA, whose certificate it returns (the CRD's caBundle).
-func writeServingCertificate(t *testing.T, dir, dnsName string) []byte {
-	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "handroll-test-ca"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: dnsName}, DNSNames: []string{dnsName},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	write := func(name, typ string, b []byte) {
-		if err := os.WriteFile(filepath.Join(dir, name), pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: b}), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("tls.crt", "CERTIFICATE", der)
-	write("tls.key", "EC PRIVATE KEY", keyDER)
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
 }
