@@ -71,6 +71,9 @@ func run(args []string) error {
 	reg := registry.New(
 		registry.Logger(log.New(io.Discard, "", 0)),
 		registry.WithBlobHandler(registry.NewDiskBlobHandler(*dir)),
+		// The OCI 1.1 referrers API, where cosign finds the signatures and
+		// attestations of a release's image and chart.
+		registry.WithReferrersSupport(true),
 	)
 	srv := &http.Server{
 		Handler:           logRequests(log.New(out, "", log.LstdFlags|log.LUTC), reg),
