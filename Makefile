@@ -129,7 +129,8 @@ chart-files: ## Copy the CRD and the alerts of manifests/ into charts/handroll/f
 # timestamp in the archive is SOURCE_DATE_EPOCH (helm honours it), so the
 # same commit gives the same bytes. CHART_IMG, such as
 # <registry>/handroll@sha256:..., becomes the packaged chart's default image
-# (manager.image.repository and .digest or .tag in values.yaml).
+# (manager.image.repository, .tag and .digest in values.yaml), set by
+# hack/manifest, which changes those values' bytes and nothing else.
 CHART_OUT ?= dist
 CHART_IMG ?=
 
@@ -139,7 +140,7 @@ chart-package: $(HELM) ## Package charts/handroll into CHART_OUT (default dist/)
 	  echo "chart-package: VERSION=$$v is not vX.Y.Z" >&2; exit 1; fi; \
 	tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; \
 	cp -R charts/handroll "$$tmp/handroll"; \
-	if [[ -n "$(CHART_IMG)" ]]; then hack/chart-image.sh "$(CHART_IMG)" "$$tmp/handroll/values.yaml"; fi; \
+	if [[ -n "$(CHART_IMG)" ]]; then $(GO) run ./hack/manifest chart-image "$(CHART_IMG)" "$$tmp/handroll/values.yaml"; fi; \
 	mkdir -p "$(CHART_OUT)"; \
 	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) "$(HELM)" package "$$tmp/handroll" \
 	  --version "$${v#v}" --app-version "$$v" --destination "$(CHART_OUT)"
