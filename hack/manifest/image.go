@@ -55,9 +55,9 @@ func parseImage(s string) (imageRef, error) {
 
 // kustomization is the file that sets the operator's image over a base.
 type kustomization struct {
-	APIVersion string          `yaml:"apiVersion"`
-	Kind       string          `yaml:"kind"`
-	Resources  []string        `yaml:"resources"`
+	APIVersion string           `yaml:"apiVersion"`
+	Kind       string           `yaml:"kind"`
+	Resources  []string         `yaml:"resources"`
 	Images     []kustomizeImage `yaml:"images"`
 }
 

@@ -142,16 +142,16 @@ func TestChartImageOddValues(t *testing.T) {
 func TestChartImageRefused(t *testing.T) {
 	ref := imageRef{name: "reg.example/handroll", digest: digest}
 	for in, msg := range map[string]string{
-		"manager:\n  image:\n    repository: handroll\n":                                         "no digest to set",
-		"manager:\n  image:\n    repository: &r handroll\n    digest: \"\"\nother: *r\n":            "an anchor or a tag",
-		"manager:\n  image:\n    repository: !!str handroll\n    digest: \"\"\n":                   "an anchor or a tag",
+		"manager:\n  image:\n    repository: handroll\n":                                          "no digest to set",
+		"manager:\n  image:\n    repository: &r handroll\n    digest: \"\"\nother: *r\n":          "an anchor or a tag",
+		"manager:\n  image:\n    repository: !!str handroll\n    digest: \"\"\n":                  "an anchor or a tag",
 		"manager:\n  image:\n    repository: |\n      handroll\n    digest: \"\"\n":               "a block scalar",
-		"manager:\n  image:\n    repository: hand\n      roll\n    digest: \"\"\n":                 "not the whole value",
-		"manager:\n  image:\n    repository: \"hand\n      roll\"\n    digest: \"\"\n":             "not the whole value",
+		"manager:\n  image:\n    repository: hand\n      roll\n    digest: \"\"\n":                "not the whole value",
+		"manager:\n  image:\n    repository: \"hand\n      roll\"\n    digest: \"\"\n":            "not the whole value",
 		"manager:\n  image:\n    repository: handroll\n    repository: other\n    digest: \"\"\n": "given twice",
 		"manager:\n  image: handroll\n":                                                           "manager.image is not a mapping",
-		"manager:\n  image:\n    repository: [handroll]\n    digest: \"\"\n":                       "not a scalar",
-		"a: 1\n---\nb: 2\n":                                                                       "want one YAML document",
+		"manager:\n  image:\n    repository: [handroll]\n    digest: \"\"\n":                      "not a scalar",
+		"a: 1\n---\nb: 2\n": "want one YAML document",
 	} {
 		if _, err := setChartImage([]byte(in), ref); err == nil || !strings.Contains(err.Error(), msg) {
 			t.Errorf("%q: %v; want an error saying %q", in, err, msg)
