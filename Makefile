@@ -382,10 +382,19 @@ KUBECTL            ?= $(or $(shell command -v kubectl),$(shell hack/testbin.sh p
 INSTALL_KUBECONFIG  = $(or $(strip $(KUBECONFIG)),$(LOCAL_KUBECONFIG))
 ignore-not-found   ?= false
 
+# install applies as field manager handroll-install, without
+# --force-conflicts: it needs none and must take none. A second make install
+# owns what the first set; the operator's write to the CRD, its conversion's
+# caBundle, is a field the manifest leaves out, so no conflict. What is left
+# to conflict with is another install path (make deploy's handroll-deploy,
+# helm) that set the conversion's namespace to the one its operator runs in:
+# taking it would send every conversion where no operator runs, so kubectl
+# stops and names the manager and fields. Such a CRD is updated by the path
+# that installed it (make deploy, helm upgrade).
 .PHONY: install
 install: ## Install the WebApp CRD (manifests/crd) into KUBECONFIG's cluster, else the local cluster's; waits until it is Established.
 	@if [[ -z "$(strip $(KUBECONFIG))" ]]; then $(MAKE) --no-print-directory cluster-up; fi
-	$(KUBECTL) --kubeconfig "$(INSTALL_KUBECONFIG)" apply --server-side --field-manager=handroll-install --force-conflicts -k manifests/crd
+	$(KUBECTL) --kubeconfig "$(INSTALL_KUBECONFIG)" apply --server-side --field-manager=handroll-install -k manifests/crd
 	$(KUBECTL) --kubeconfig "$(INSTALL_KUBECONFIG)" wait --for=condition=Established --timeout=60s crd/webapps.handroll.dev
 
 .PHONY: uninstall
@@ -400,7 +409,18 @@ uninstall: ## Delete the WebApp CRD, and so every WebApp, from KUBECONFIG's clus
 # with `make image` and pushed to its registry (local-push), which its real
 # node pulls from, manifests/local. With
 # KUBECONFIG: that cluster and manifests/default; IMG must be pullable there
-# (make docker-build docker-push IMG=...). KUSTOMIZE_DIR overrides the base.
+# (make image-push IMG=...). KUSTOMIZE_DIR overrides the base.
+#
+# deploy applies as field manager handroll-deploy with --force-conflicts
+# (hack/deploy.sh): a deploy says what is to run, so it takes the fields it
+# sets from whoever set them otherwise. They are the CRD's conversion, from
+# make install's handroll-install (an overlay moves the operator and the
+# conversion must follow it); the Deployment's replicas, from a kubectl
+# scale, or from the scale to 0 of a `handroll uninstall` that stopped
+# before the Deployment was deleted; its image, from a kubectl set image
+# (IMG names the image). Fields the manifests leave out, such as the CA
+# bundles the operator writes, stay theirs. It would take helm's fields
+# too: deploy to a cluster with no helm release of handroll.
 .PHONY: deploy
 deploy: ## Install handroll with the image IMG: on the local cluster's real node, or on KUBECONFIG's cluster.
 ifneq ($(strip $(KUBECONFIG)),)
