@@ -153,28 +153,20 @@ build: ## Build bin/handroll (static).
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/handroll ./cmd/handroll
 
 # The operator's image reference: `make image` tags its archive with it,
-# `make docker-build` and `make docker-push` build and push it, and `make
-# deploy` runs it. Name a registry host (localhost/ for the local node):
-# containerd keeps names as given, and the kubelet asks for the full one.
+# `make image-push` pushes it, and `make deploy` runs it. Name a registry
+# host (localhost/ for the local node): containerd keeps names as given, and
+# the kubelet asks for the full one.
 IMG ?= localhost/handroll:dev
-
-# The Dockerfile builds from the sources in a Go builder stage for the
-# target platform (docker buildx build --platform linux/amd64,linux/arm64
-# for both), then copies the binary onto an empty base.
-.PHONY: docker-build
-docker-build: ## Build the image IMG (default localhost/handroll:dev) with Docker, from the sources (multi-stage Dockerfile).
-	docker build --build-arg VERSION=$(VERSION) --build-arg GIT_COMMIT=$(GIT_COMMIT) --build-arg GIT_TREE_STATE=$(GIT_TREE_STATE) -t $(IMG) .
-
-.PHONY: docker-push
-docker-push: ## Push the image IMG with Docker (IMG must name your registry).
-	docker push $(IMG)
 
 ##@ Image
 
 # Images built without a container engine (hack/image): static binaries on
 # an empty base, one per platform, in a multi-platform OCI archive that
-# `ctr images import` reads, in .local/image/. Every timestamp in an image
-# is SOURCE_DATE_EPOCH, by default the commit time of HEAD, so that the same
+# `ctr images import` reads, in .local/image/. Each binary is
+# cross-compiled by the Go in use (no cgo, so another platform needs no
+# emulation) and runs as 65532:65532, not root. No base image is pulled, so
+# there is no digest to pin. Every timestamp in an image is
+# SOURCE_DATE_EPOCH, by default the commit time of HEAD, so that the same
 # commit (clean tree, same Go) gives the same digest.
 IMAGE_DIR          := .local/image
 IMAGE_PLATFORMS    ?= linux/amd64 linux/arm64
