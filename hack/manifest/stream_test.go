@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -167,7 +168,7 @@ func TestSelect(t *testing.T) {
 		t.Errorf("--kind Secret printed %q, want nothing", got)
 	}
 	for _, args := range [][]string{{}, {"--kind", "A", "--except-kind", "B"}, {"--kind", "A"}} {
-		if err := runSelect(args, &bytes.Buffer{}); err != errUsage {
+		if err := runSelect(args, &bytes.Buffer{}); !errors.Is(err, errUsage) {
 			t.Errorf("select %v: %v, want the usage", args, err)
 		}
 	}
