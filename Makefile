@@ -129,7 +129,8 @@ chart-files: ## Copy the CRD and the alerts of manifests/ into charts/handroll/f
 # timestamp in the archive is SOURCE_DATE_EPOCH (helm honours it), so the
 # same commit gives the same bytes. CHART_IMG, such as
 # <registry>/handroll@sha256:..., becomes the packaged chart's default image
-# (manager.image.repository and .digest or .tag in values.yaml).
+# (manager.image.repository, .tag and .digest in values.yaml), set by
+# hack/manifest, which changes those values' bytes and nothing else.
 CHART_OUT ?= dist
 CHART_IMG ?=
 
@@ -139,7 +140,7 @@ chart-package: $(HELM) ## Package charts/handroll into CHART_OUT (default dist/)
 	  echo "chart-package: VERSION=$$v is not vX.Y.Z" >&2; exit 1; fi; \
 	tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; \
 	cp -R charts/handroll "$$tmp/handroll"; \
-	if [[ -n "$(CHART_IMG)" ]]; then hack/chart-image.sh "$(CHART_IMG)" "$$tmp/handroll/values.yaml"; fi; \
+	if [[ -n "$(CHART_IMG)" ]]; then $(GO) run ./hack/manifest chart-image "$(CHART_IMG)" "$$tmp/handroll/values.yaml"; fi; \
 	mkdir -p "$(CHART_OUT)"; \
 	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) "$(HELM)" package "$$tmp/handroll" \
 	  --version "$${v#v}" --app-version "$$v" --destination "$(CHART_OUT)"
@@ -152,28 +153,20 @@ build: ## Build bin/handroll (static).
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/handroll ./cmd/handroll
 
 # The operator's image reference: `make image` tags its archive with it,
-# `make docker-build` and `make docker-push` build and push it, and `make
-# deploy` runs it. Name a registry host (localhost/ for the local node):
-# containerd keeps names as given, and the kubelet asks for the full one.
+# `make image-push` pushes it, and `make deploy` runs it. Name a registry
+# host (localhost/ for the local node): containerd keeps names as given, and
+# the kubelet asks for the full one.
 IMG ?= localhost/handroll:dev
-
-# The Dockerfile builds from the sources in a Go builder stage for the
-# target platform (docker buildx build --platform linux/amd64,linux/arm64
-# for both), then copies the binary onto an empty base.
-.PHONY: docker-build
-docker-build: ## Build the image IMG (default localhost/handroll:dev) with Docker, from the sources (multi-stage Dockerfile).
-	docker build --build-arg VERSION=$(VERSION) --build-arg GIT_COMMIT=$(GIT_COMMIT) --build-arg GIT_TREE_STATE=$(GIT_TREE_STATE) -t $(IMG) .
-
-.PHONY: docker-push
-docker-push: ## Push the image IMG with Docker (IMG must name your registry).
-	docker push $(IMG)
 
 ##@ Image
 
 # Images built without a container engine (hack/image): static binaries on
 # an empty base, one per platform, in a multi-platform OCI archive that
-# `ctr images import` reads, in .local/image/. Every timestamp in an image
-# is SOURCE_DATE_EPOCH, by default the commit time of HEAD, so that the same
+# `ctr images import` reads, in .local/image/. Each binary is
+# cross-compiled by the Go in use (no cgo, so another platform needs no
+# emulation) and runs as 65532:65532, not root. No base image is pulled, so
+# there is no digest to pin. Every timestamp in an image is
+# SOURCE_DATE_EPOCH, by default the commit time of HEAD, so that the same
 # commit (clean tree, same Go) gives the same digest.
 IMAGE_DIR          := .local/image
 IMAGE_PLATFORMS    ?= linux/amd64 linux/arm64
@@ -381,10 +374,19 @@ KUBECTL            ?= $(or $(shell command -v kubectl),$(shell hack/testbin.sh p
 INSTALL_KUBECONFIG  = $(or $(strip $(KUBECONFIG)),$(LOCAL_KUBECONFIG))
 ignore-not-found   ?= false
 
+# install applies as field manager handroll-install, without
+# --force-conflicts: it needs none and must take none. A second make install
+# owns what the first set; the operator's write to the CRD, its conversion's
+# caBundle, is a field the manifest leaves out, so no conflict. What is left
+# to conflict with is another install path (make deploy's handroll-deploy,
+# helm) that set the conversion's namespace to the one its operator runs in:
+# taking it would send every conversion where no operator runs, so kubectl
+# stops and names the manager and fields. Such a CRD is updated by the path
+# that installed it (make deploy, helm upgrade).
 .PHONY: install
 install: ## Install the WebApp CRD (manifests/crd) into KUBECONFIG's cluster, else the local cluster's; waits until it is Established.
 	@if [[ -z "$(strip $(KUBECONFIG))" ]]; then $(MAKE) --no-print-directory cluster-up; fi
-	$(KUBECTL) --kubeconfig "$(INSTALL_KUBECONFIG)" apply --server-side --field-manager=handroll-install --force-conflicts -k manifests/crd
+	$(KUBECTL) --kubeconfig "$(INSTALL_KUBECONFIG)" apply --server-side --field-manager=handroll-install -k manifests/crd
 	$(KUBECTL) --kubeconfig "$(INSTALL_KUBECONFIG)" wait --for=condition=Established --timeout=60s crd/webapps.handroll.dev
 
 .PHONY: uninstall
@@ -399,7 +401,18 @@ uninstall: ## Delete the WebApp CRD, and so every WebApp, from KUBECONFIG's clus
 # with `make image` and pushed to its registry (local-push), which its real
 # node pulls from, manifests/local. With
 # KUBECONFIG: that cluster and manifests/default; IMG must be pullable there
-# (make docker-build docker-push IMG=...). KUSTOMIZE_DIR overrides the base.
+# (make image-push IMG=...). KUSTOMIZE_DIR overrides the base.
+#
+# deploy applies as field manager handroll-deploy with --force-conflicts
+# (hack/deploy.sh): a deploy says what is to run, so it takes the fields it
+# sets from whoever set them otherwise. They are the CRD's conversion, from
+# make install's handroll-install (an overlay moves the operator and the
+# conversion must follow it); the Deployment's replicas, from a kubectl
+# scale, or from the scale to 0 of a `handroll uninstall` that stopped
+# before the Deployment was deleted; its image, from a kubectl set image
+# (IMG names the image). Fields the manifests leave out, such as the CA
+# bundles the operator writes, stay theirs. It would take helm's fields
+# too: deploy to a cluster with no helm release of handroll.
 .PHONY: deploy
 deploy: ## Install handroll with the image IMG: on the local cluster's real node, or on KUBECONFIG's cluster.
 ifneq ($(strip $(KUBECONFIG)),)

@@ -5,12 +5,14 @@
 # .local/deploy and names DIR as its base. render prints the same build as
 # one multi-document YAML on stdout (make build-installer), from a
 # kustomization in a temporary directory, so that it needs no cluster and
-# leaves .local/deploy alone.
+# leaves .local/deploy alone. hack/manifest writes the kustomization and
+# reads the build.
 #
 # Usage: hack/deploy.sh deploy|undeploy|render DIR IMG
 #   KUBECTL   kubectl to use (default: kubectl on PATH, else the one
 #             hack/testbin.sh builds)
 #   KUBECONFIG the cluster (kubectl's own rules apply; not used by render)
+#   GO        the go command that builds hack/manifest (default: go)
 #   HANDROLL  the handroll binary undeploy runs `uninstall` with (default:
 #             bin/handroll, which make builds)
 #   UNDEPLOY_DELETE_WEBAPPS=true  undeploy deletes every WebApp in the
@@ -40,39 +42,22 @@ if [[ -z ${KUBECTL:-} ]]; then
   KUBECTL=$(command -v kubectl || echo "$("$ROOT/hack/testbin.sh" path | tail -n 1)/kubectl")
 fi
 
-# IMG is name[:tag] or name@digest; a registry's port is part of the name.
-name=$img tag= digest=
-if [[ $img == *@* ]]; then
-  name=${img%@*} digest=${img#*@}
-elif [[ ${img##*/} == *:* ]]; then
-  name=${img%:*} tag=${img##*:}
-fi
+# The YAML is read and written by hack/manifest, with a YAML parser rather
+# than line patterns; built once per run (quick from go's build cache).
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+manifest=$tmp/manifest
+(cd "$ROOT" && GOWORK=off "${GO:-go}" build -o "$manifest" ./hack/manifest)
 
-base=$(cd "$dir" && pwd -P)
-
-# write_kustomization OUT: OUT/kustomization.yaml, DIR with the image IMG.
+# write_kustomization OUT: OUT/kustomization.yaml, DIR with the image IMG
+# (name[:tag][@digest]; a registry's port is part of the name).
 write_kustomization() {
-  local out=$1
-  mkdir -p "$out"
-  {
-    echo "# Written by hack/deploy.sh: $dir with the image $img."
-    echo "apiVersion: kustomize.config.k8s.io/v1beta1"
-    echo "kind: Kustomization"
-    echo "resources:"
-    echo "- $(realpath --relative-to="$out" "$base")"
-    echo "images:"
-    echo "- name: handroll"
-    echo "  newName: $name"
-    [[ -z $tag ]] || echo "  newTag: \"$tag\""
-    [[ -z $digest ]] || echo "  digest: $digest"
-  } >"$out/kustomization.yaml"
+  "$manifest" kustomization --base "$dir" --image "$img" "$1"
 }
 
 if [[ $cmd == render ]]; then
-  out=$(mktemp -d)
-  trap 'rm -rf "$out"' EXIT
-  write_kustomization "$out"
-  "$KUBECTL" kustomize "$out"
+  write_kustomization "$tmp/render"
+  "$KUBECTL" kustomize "$tmp/render"
   exit 0
 fi
 
@@ -80,23 +65,13 @@ out=$ROOT/.local/deploy
 write_kustomization "$out"
 "$KUBECTL" kustomize "$out" >"$out/all.yaml"
 
-# split KIND...: the documents of all.yaml of those kinds ("-KIND": all but
-# those), as one stream.
-split() {
-  awk -v want="$*" '
-    BEGIN { n = split(want, w, " "); for (i = 1; i <= n; i++) if (w[i] ~ /^-/) { neg = 1; k[substr(w[i], 2)] = 1 } else k[w[i]] = 1 }
-    function flush() { if (doc != "" && ((kind in k) != neg)) printf "---\n%s", doc; doc = ""; kind = "" }
-    /^---$/ { flush(); next }
-    /^kind: / { kind = $2 }
-    { doc = doc $0 "\n" }
-    END { flush() }' "$out/all.yaml"
-}
-# The namespace the operator is installed into: the one the build creates.
-namespace=$(split Namespace | awk '/^  name: / { print $2; exit }')
-namespace=${namespace:-handroll-system}
+# The namespace the operator is installed into: its Deployment's.
+namespace=$("$manifest" namespace --kind Deployment --name handroll "$out/all.yaml")
 
 case $cmd in
   deploy)
+    # --force-conflicts: the Makefile's deploy target says whose fields it
+    # takes, and why.
     "$KUBECTL" apply --server-side --field-manager=handroll-deploy --force-conflicts -f "$out/all.yaml"
     "$KUBECTL" -n "$namespace" rollout status deployment/handroll --timeout="${ROLLOUT_TIMEOUT:-180s}"
     ;;
@@ -148,9 +123,9 @@ case $cmd in
       fi
     fi
     "$KUBECTL" -n "$namespace" delete deployment handroll --ignore-not-found --wait=true
-    split -CustomResourceDefinition | "$KUBECTL" delete -f - --ignore-not-found --wait=true
+    "$manifest" select --except-kind CustomResourceDefinition "$out/all.yaml" | "$KUBECTL" delete -f - --ignore-not-found --wait=true
     if [[ $delete_webapps == true ]]; then
-      split CustomResourceDefinition | "$KUBECTL" delete -f - --ignore-not-found --wait=true
+      "$manifest" select --kind CustomResourceDefinition "$out/all.yaml" | "$KUBECTL" delete -f - --ignore-not-found --wait=true
       echo "undeploy: handroll is removed from namespace $namespace and the cluster."
     else
       echo "undeploy: handroll is removed from namespace $namespace; kept the CRD webapps.handroll.dev and every WebApp (UNDEPLOY_DELETE_WEBAPPS=true deletes them)."

@@ -6,7 +6,10 @@
 // `make chart-package` writes the same bytes twice; and, against a real
 // kube-apiserver, that helm installs, upgrades and uninstalls it (the CRD
 // kept unless crd.keep=false), with the optional parts too (the Prometheus
-// Operator's and cert-manager's kinds from stand-in CRDs), and that `make
-// install` and `make uninstall` put in and take out the CRD alone. It replaces nothing of the Manager: it is the chart's
-// test, as test/manifests is the kustomize manifests'.
+// Operator's and cert-manager's kinds from stand-in CRDs), that `make
+// install` and `make uninstall` put in and take out the CRD alone, and
+// whose fields make install and make deploy take (owners_test.go, with a
+// kwok node for make deploy's rollout and make undeploy). It replaces
+// nothing of the Manager: it is the chart's test, as test/manifests is the
+// kustomize manifests'.
 package chart
