@@ -115,6 +115,29 @@ $(HELM):
 	@GOFLAGS= $(GO) -C hack/tools build -trimpath -ldflags "-X helm.sh/helm/v4/internal/version.version=$(HELM_VERSION)" -o "$@.tmp" $(HELM_PKG)
 	@mv -f "$@.tmp" "$@"
 
+# cosign (sigstore), which signs and verifies releases, pinned in a module of
+# its own under hack/tools (its dependencies would move the other tools'),
+# built as helm is. COSIGN_OFFLINE: a key's signature only, nothing sent to
+# a transparency log or fetched from sigstore's TUF repository; both need
+# the internet. COSIGN_REGISTRY: plain HTTP to a loopback registry.
+COSIGN_PKG      := github.com/sigstore/cosign/v3/cmd/cosign
+COSIGN_VERSION   = $(shell awk '$$1 == "require" && $$2 == "github.com/sigstore/cosign/v3" { print $$3 } $$1 == "github.com/sigstore/cosign/v3" { print $$2 }' hack/tools/cosign/go.mod)
+COSIGN          ?= $(CURDIR)/.local/bin/cosign-$(COSIGN_VERSION)-$(shell $(GO) env GOVERSION)
+COSIGN_OFFLINE  := --use-signing-config=false --tlog-upload=false
+COSIGN_REGISTRY  = $(if $(filter true,$(REGISTRY_INSECURE)),--allow-http-registry=true --allow-insecure-registry=true)
+
+.PHONY: cosign
+cosign: $(COSIGN) ## Build cosign (pinned in hack/tools/cosign) into .local/bin/ if needed and print its path.
+	@echo "$(COSIGN)"
+
+$(COSIGN):
+	@if [[ -z "$(COSIGN_VERSION)" ]]; then echo "cosign: hack/tools/cosign/go.mod pins no github.com/sigstore/cosign/v3" >&2; exit 1; fi
+	@echo "cosign: building cosign $(COSIGN_VERSION) into $(@D)/ (minutes on 2 cores, once)" >&2
+	@mkdir -p "$(@D)"
+	@GOFLAGS= $(GO) -C hack/tools/cosign build -trimpath \
+	  -ldflags "-X sigs.k8s.io/release-utils/version.gitVersion=$(COSIGN_VERSION)" -o "$@.tmp" $(COSIGN_PKG)
+	@mv -f "$@.tmp" "$@"
+
 # The chart reads two files of manifests/ as data, from copies inside it
 # (helm reads nothing outside a chart): the generated CRD and the alerts.
 # test/chart checks that they are current.
@@ -141,6 +164,7 @@ chart-package: $(HELM) ## Package charts/handroll into CHART_OUT (default dist/)
 	tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; \
 	cp -R charts/handroll "$$tmp/handroll"; \
 	if [[ -n "$(CHART_IMG)" ]]; then $(GO) run ./hack/manifest chart-image "$(CHART_IMG)" "$$tmp/handroll/values.yaml"; fi; \
+	$(GO) run ./hack/chartmeta --chart "$$tmp/handroll" --changelog CHANGELOG.md --version "$$v" $(if $(CHART_IMG),--image "$(CHART_IMG)"); \
 	mkdir -p "$(CHART_OUT)"; \
 	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) "$(HELM)" package "$$tmp/handroll" \
 	  --version "$${v#v}" --app-version "$$v" --destination "$(CHART_OUT)"
@@ -295,14 +319,14 @@ test-upgrade: testbin ## Upgrade from the previous release to this tree on the l
 # hack/install-node-packages.sh installs; where they cannot be had, the
 # target says so and passes without running anything.
 .PHONY: test-real
-test-real: testbin $(HELM) ## Run handroll in real containers on the local cluster's real node (test/real: deploy elsewhere, local run beside, undeploy, rollout, kill, egress guard, helm install/upgrade/uninstall); starts the cluster if needed.
+test-real: testbin $(HELM) $(COSIGN) ## Run handroll in real containers on the local cluster's real node (test/real: deploy elsewhere, local run beside, undeploy, rollout, kill, egress guard, helm install/upgrade/uninstall, a signed release installed from OCI); starts the cluster if needed.
 	@if ! hack/install-node-packages.sh; then \
 	  echo "test-real: SKIPPED: the container runtime cannot be installed on this machine (root and apt-get are needed)"; exit 0; \
 	fi; \
 	$(MAKE) --no-print-directory cluster-up REAL_NODE=true && \
 	$(MAKE) --no-print-directory image-demo && \
 	$(MAKE) --no-print-directory image-load LOAD_ARCHIVE=$(IMAGE_DIR)/demo.tar && \
-	HANDROLL_REAL=1 HELM=$(HELM) $(GO) test -count=1 -v -timeout 30m ./test/real/
+	HANDROLL_REAL=1 HELM=$(HELM) COSIGN=$(COSIGN) $(GO) test -count=1 -v -timeout 40m ./test/real/
 
 .PHONY: test-twin
 test-twin: testbin ## Run handroll's behaviour scenarios against the controller-runtime twin (hack/compare).
@@ -460,20 +484,37 @@ build-installer: ## Write manifests/default with the image IMG into one YAML fil
 # make release VERSION=vX.Y.Z writes into RELEASE_DIR, with no cluster and no
 # container engine: handroll-image.tar (the image index, tagged
 # RELEASE_REPO:VERSION), install.yaml (manifests/default with the image by
-# digest, RELEASE_REPO@sha256:...), handroll-X.Y.Z.tgz (the chart),
-# sbom.spdx.json (SPDX 2.3, the binaries' Go modules) and SHA256SUMS. VERSION
-# must be the VERSION file's: the binaries say what that file says. The tree
-# must be clean (RELEASE_ALLOW_DIRTY=true to try it anyway): every timestamp
-# is the commit's, so the same commit gives the same files. Publish with
-# make image-push IMG=RELEASE_REPO:VERSION PUSH_ARCHIVE=dist/handroll-image.tar.
-RELEASE_REPO        ?= localhost/handroll
+# digest), handroll-X.Y.Z.tgz (the chart, its image by tag and digest),
+# sbom.spdx.json (SPDX, made by syft), provenance.slsa.json (SLSA v1),
+# SHA256SUMS, and with COSIGN_KEY a signature bundle
+# (FILE.sigstore.json) of install.yaml, the chart and SHA256SUMS, and
+# cosign.pub. A version names one artifact: a version that was cut
+# (hack/releases: its tag, else the commit that set VERSION to it) builds
+# only from that commit's tree; a -dev version is a development build.
+# make release-publish then pushes the image and the chart (OCI) beside it,
+# signs both and attaches the SBOM and provenance as signed attestations.
+# Signing is with a key (cosign generate-key-pair; COSIGN_PASSWORD in the
+# environment), never keyless, and nothing goes to a transparency log:
+# keyless signing and the log need the internet (docs/verify.md).
+RELEASE_REPO        ?= ghcr.io/handroll/handroll
+# The chart is pushed beside the image: RELEASE_CHARTS/handroll:X.Y.Z.
+RELEASE_CHARTS      ?= $(patsubst %/,%,$(dir $(RELEASE_REPO)))/charts
+# Where release-publish pushes, when it reaches the registry at another
+# address than clusters pull from (a mirror, a port-forward).
+PUBLISH_REPO        ?= $(RELEASE_REPO)
+PUBLISH_CHARTS      ?= $(patsubst %/,%,$(dir $(PUBLISH_REPO)))/charts
 RELEASE_DIR         ?= dist
 RELEASE_ALLOW_DIRTY ?= false
+COSIGN_KEY          ?=
 # Read once, so that every step stamps the same commit and time.
 RELEASE_PINS = GIT_COMMIT=$(GIT_COMMIT) GIT_TREE_STATE=$(GIT_TREE_STATE) SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH)
+RELEASE_DEV  = $(findstring -,$(VERSION))
+# Files signed as blobs; the image is signed in its registry.
+RELEASE_SIGNED = install.yaml handroll-$(patsubst v%,%,$(VERSION)).tgz SHA256SUMS
 
 .PHONY: release
-release: ## Write the release VERSION (= the VERSION file) into dist/: install.yaml, the chart, the image archive, an SPDX SBOM, SHA256SUMS.
+release: $(COSIGN) ## Write the release VERSION (= the VERSION file) into dist/: image archive, install.yaml, chart, SBOM, provenance, SHA256SUMS, and with COSIGN_KEY their signatures.
+	@$(GO) build -o bin/releases ./hack/releases && bin/releases check $(VERSION)
 	@file="$$(cat VERSION)"; if [[ "$(VERSION)" != "$$file" ]]; then \
 	  echo "release: VERSION=$(VERSION), but the VERSION file holds $$file: change the file (and CHANGELOG.md) in a commit, then release from it" >&2; exit 1; \
 	fi
@@ -483,15 +524,48 @@ release: ## Write the release VERSION (= the VERSION file) into dist/: install.y
 	@if [[ "$(GIT_TREE_STATE)" != clean && "$(RELEASE_ALLOW_DIRTY)" != true ]]; then \
 	  echo "release: the tree is $(or $(GIT_TREE_STATE),not a git checkout): commit first (RELEASE_ALLOW_DIRTY=true to build anyway)" >&2; exit 1; \
 	fi
+	@if [[ -n "$(RELEASE_DEV)" ]]; then echo "release: $(VERSION) is a development build, not a release"; \
+	elif [[ -z "$(COSIGN_KEY)" ]]; then \
+	  echo "release: $(VERSION) is a release and COSIGN_KEY is not set: a release is signed (docs/releasing.md)" >&2; exit 1; fi
 	rm -rf "$(RELEASE_DIR)" && mkdir -p "$(RELEASE_DIR)"
 	@$(MAKE) --no-print-directory image IMG=$(RELEASE_REPO):$(VERSION) $(RELEASE_PINS)
 	cp $(IMAGE_DIR)/handroll.tar "$(RELEASE_DIR)/handroll-image.tar"
 	@$(MAKE) --no-print-directory build-installer IMG=$(RELEASE_REPO)@$$(cat $(IMAGE_DIR)/handroll.tar.digest) INSTALLER=$(RELEASE_DIR)/install.yaml
 	@$(MAKE) --no-print-directory chart-package CHART_OUT=$(abspath $(RELEASE_DIR)) \
-	  CHART_IMG=$(RELEASE_REPO)@$$(cat $(IMAGE_DIR)/handroll.tar.digest) $(RELEASE_PINS)
+	  CHART_IMG=$(RELEASE_REPO):$(VERSION)@$$(cat $(IMAGE_DIR)/handroll.tar.digest) $(RELEASE_PINS)
 	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) -C hack/image run ./cmd/release --dir $(abspath $(RELEASE_DIR)) --version $(VERSION) \
 	  --digest $$(cat $(IMAGE_DIR)/handroll.tar.digest) $(foreach p,$(IMAGE_PLATFORMS),--binary $(CURDIR)/bin/handroll-$(subst /,-,$(p)))
+	@if [[ -n "$(COSIGN_KEY)" ]]; then \
+	  "$(COSIGN)" public-key --key "$(COSIGN_KEY)" >"$(RELEASE_DIR)/cosign.pub"; \
+	  for f in $(RELEASE_SIGNED); do \
+	    "$(COSIGN)" sign-blob --yes --key "$(COSIGN_KEY)" $(COSIGN_OFFLINE) --bundle "$(RELEASE_DIR)/$$f.sigstore.json" "$(RELEASE_DIR)/$$f" >/dev/null; \
+	    echo "signed $$f: $(RELEASE_DIR)/$$f.sigstore.json"; \
+	  done; \
+	fi
 	@cat "$(RELEASE_DIR)/SHA256SUMS"
+
+# make release-publish pushes what make release wrote: the image to
+# RELEASE_REPO:VERSION (its digest checked against the archive's), the chart
+# to oci://RELEASE_CHARTS, then signs both with COSIGN_KEY (the image's
+# index and every platform's manifest) and attaches the SBOM and the
+# provenance to the image as signed in-toto attestations. Registry
+# credentials: docker login (DOCKER_CONFIG); REGISTRY_INSECURE=true allows
+# plain HTTP to a loopback registry.
+.PHONY: release-publish
+release-publish: $(COSIGN) $(HELM) ## Push dist/'s image and chart to RELEASE_REPO and RELEASE_CHARTS, sign both and attach the SBOM and provenance (COSIGN_KEY).
+	@if [[ -z "$(COSIGN_KEY)" ]]; then echo "release-publish: COSIGN_KEY is not set: what is published is signed" >&2; exit 1; fi
+	@cd "$(RELEASE_DIR)" && sha256sum --quiet -c SHA256SUMS || { echo "release-publish: $(RELEASE_DIR) does not hold what its SHA256SUMS lists: make release first" >&2; exit 1; }
+	@digest="$$($(MAKE) --no-print-directory image-push PUSH_ARCHIVE=$(abspath $(RELEASE_DIR))/handroll-image.tar IMG=$(PUBLISH_REPO):$(VERSION) | tail -n 1)"; \
+	if ! grep -qF "$(RELEASE_REPO)@$$digest" "$(RELEASE_DIR)/install.yaml"; then \
+	  echo "release-publish: pushed $$digest, which is not the image $(RELEASE_DIR)/install.yaml runs: make release RELEASE_REPO=$(RELEASE_REPO) first" >&2; exit 1; fi; \
+	image="$(PUBLISH_REPO)@$$digest"; \
+	"$(COSIGN)" sign --yes --key "$(COSIGN_KEY)" $(COSIGN_OFFLINE) $(COSIGN_REGISTRY) --recursive "$$image"; \
+	"$(COSIGN)" attest --yes --key "$(COSIGN_KEY)" $(COSIGN_OFFLINE) $(COSIGN_REGISTRY) --type spdxjson --predicate "$(RELEASE_DIR)/sbom.spdx.json" "$$image"; \
+	"$(COSIGN)" attest --yes --key "$(COSIGN_KEY)" $(COSIGN_OFFLINE) $(COSIGN_REGISTRY) --type slsaprovenance1 --predicate "$(RELEASE_DIR)/provenance.slsa.json" "$$image"; \
+	chart="$$("$(HELM)" push "$(RELEASE_DIR)/handroll-$(patsubst v%,%,$(VERSION)).tgz" "oci://$(PUBLISH_CHARTS)" $(if $(filter true,$(REGISTRY_INSECURE)),--plain-http) 2>&1 | tee /dev/stderr | awk '$$1 == "Digest:" { print $$2 }')"; \
+	if [[ -z "$$chart" ]]; then echo "release-publish: helm push printed no digest" >&2; exit 1; fi; \
+	"$(COSIGN)" sign --yes --key "$(COSIGN_KEY)" $(COSIGN_OFFLINE) $(COSIGN_REGISTRY) "$(PUBLISH_CHARTS)/handroll@$$chart"; \
+	echo "published $$image and oci://$(PUBLISH_CHARTS)/handroll:$(patsubst v%,%,$(VERSION)) ($$chart), signed"
 
 ##@ Run
 
