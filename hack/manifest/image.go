@@ -85,9 +85,14 @@ func runKustomization(args []string) error {
 	return os.WriteFile(filepath.Join(fs.Arg(0), "kustomization.yaml"), data, 0o644)
 }
 
+// defaultImage is the operator's image in manifests/manager, without its
+// tag: the project's registry path, never a bare name that a container
+// runtime would complete to docker.io/library.
+const defaultImage = "ghcr.io/handroll/handroll"
+
 // writeKustomization returns the kustomization.yaml to write into the
-// directory out: base, named relative to out, with the image named
-// handroll in it replaced by img.
+// directory out: base, named relative to out, with the operator's image
+// (defaultImage, as manifests/manager names it) replaced by img.
 func writeKustomization(out, base, img string) ([]byte, error) {
 	ref, err := parseImage(img)
 	if err != nil {
@@ -101,7 +106,7 @@ func writeKustomization(out, base, img string) ([]byte, error) {
 		APIVersion: "kustomize.config.k8s.io/v1beta1",
 		Kind:       "Kustomization",
 		Resources:  []string{rel},
-		Images:     []kustomizeImage{{Name: "handroll", NewName: ref.name, NewTag: ref.tag, Digest: ref.digest}},
+		Images:     []kustomizeImage{{Name: defaultImage, NewName: ref.name, NewTag: ref.tag, Digest: ref.digest}},
 	}
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# Written by hack/deploy.sh: %s with the image %s.\n", base, img)

@@ -46,18 +46,21 @@ func TestChartImageCommittedValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := string(values)
-	for img, lines := range map[string][2]string{
+	for img, lines := range map[string][]string{
 		"registry.invalid:5000/team/handroll@" + digest: {"    repository: registry.invalid:5000/team/handroll", `    digest: "` + digest + `"`},
 		"example.invalid/handroll:v9":                   {"    repository: example.invalid/handroll", `    tag: "v9"`},
 		"localhost/handroll:1.0":                        {"    repository: localhost/handroll", `    tag: "1.0"`},
-		"handroll":                                      {"    repository: handroll", "    repository: handroll"},
+		"ghcr.io/handroll/handroll":                     {"    repository: ghcr.io/handroll/handroll", "    repository: ghcr.io/handroll/handroll"},
+		"ghcr.io/handroll/handroll:v1.2.3@" + digest:    {"    repository: ghcr.io/handroll/handroll", `    tag: "v1.2.3"`, `    digest: "` + digest + `"`},
 	} {
-		want := strings.Replace(src, "    repository: handroll\n", lines[0]+"\n", 1)
-		switch {
-		case strings.Contains(lines[1], "tag:"):
-			want = strings.Replace(want, "    tag: \"\"\n", lines[1]+"\n", 1)
-		case strings.Contains(lines[1], "digest:"):
-			want = strings.Replace(want, "    digest: \"\"\n", lines[1]+"\n", 1)
+		want := strings.Replace(src, "    repository: ghcr.io/handroll/handroll\n", lines[0]+"\n", 1)
+		for _, line := range lines[1:] {
+			switch {
+			case strings.Contains(line, "tag:"):
+				want = strings.Replace(want, "    tag: \"\"\n", line+"\n", 1)
+			case strings.Contains(line, "digest:"):
+				want = strings.Replace(want, "    digest: \"\"\n", line+"\n", 1)
+			}
 		}
 		if got := chartImage(t, src, img); got != want {
 			t.Errorf("%s: got\n%s\nwant\n%s", img, got, want)

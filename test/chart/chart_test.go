@@ -90,7 +90,7 @@ func TestLint(t *testing.T) {
 // while a chart is installed into one (helm --create-namespace).
 func TestDefaultIsManifestsDefault(t *testing.T) {
 	chart := withoutHelm(t, mustTemplate(t, defaultNamespace))
-	out, err := run(t, []string{"KUBECTL=" + kubectlPath(t)}, "bash", "hack/deploy.sh", "render", "manifests/default", "handroll:"+appVersion)
+	out, err := run(t, []string{"KUBECTL=" + kubectlPath(t)}, "bash", "hack/deploy.sh", "render", "manifests/default", "ghcr.io/handroll/handroll:"+appVersion)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestDefaultIsManifestsDefault(t *testing.T) {
 // a component of manifests/ on, with manifests/default and that component,
 // as their kustomization.yaml files say to write the overlay.
 func TestComponentsAreManifests(t *testing.T) {
-	img := "handroll:" + appVersion
+	img := "ghcr.io/handroll/handroll:" + appVersion
 	for _, tc := range []struct {
 		name string
 		set  string

@@ -195,7 +195,7 @@ func overlay(t testing.TB, namespace, image string, resources, components []stri
 	}
 	if image != "" {
 		name, tag, _ := strings.Cut(image, ":")
-		fmt.Fprintf(&b, "images:\n- name: handroll\n  newName: %s\n  newTag: %q\n", name, tag)
+		fmt.Fprintf(&b, "images:\n- name: ghcr.io/handroll/handroll\n  newName: %s\n  newTag: %q\n", name, tag)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)

@@ -53,7 +53,7 @@ func TestBuildInstaller(t *testing.T) {
 	for _, img := range []string{
 		"example.invalid:5000/team/handroll:v9",
 		"example.invalid/handroll@sha256:" + strings.Repeat("ab", 32),
-		"handroll", // no tag: kustomize leaves the manifest's
+		"ghcr.io/handroll/handroll", // no tag: kustomize leaves the manifest's
 	} {
 		t.Run(img, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
@@ -63,7 +63,7 @@ func TestBuildInstaller(t *testing.T) {
 				t.Fatalf("hack/deploy.sh render: %v\n%s", err, stderr.Bytes())
 			}
 			want := img
-			if img == "handroll" {
+			if img == "ghcr.io/handroll/handroll" {
 				want = get[appsv1.Deployment](t, def, deploymentKey(t, def)).Spec.Template.Spec.Containers[0].Image
 			}
 			checkInstaller(t, def, stdout.Bytes(), want)
