@@ -14,6 +14,7 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	handrollv1alpha1 "github.com/handroll/handroll/pkg/apis/handroll/v1alpha1"
@@ -109,20 +110,27 @@ func roundTrip(t *testing.T, hc versioned.Interface, when, name string) {
 	alpha := hc.HandrollV1alpha1().WebApps("default")
 	var lastErr error
 	if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, lastErr = alpha.Create(ctx, &handrollv1alpha1.WebApp{
+		_, err := alpha.Create(ctx, &handrollv1alpha1.WebApp{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec:       handrollv1alpha1.WebAppSpec{Image: "registry.invalid/app:1"},
 		}, metav1.CreateOptions{})
-		return lastErr == nil, nil
+		if ctx.Err() == nil {
+			lastErr = err
+		}
+		return err == nil, nil
 	}); err != nil {
 		t.Fatalf("%s: creating a v1alpha1 WebApp: %v", when, lastErr)
 	}
-	got, err := alpha.Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("%s: reading it through v1alpha1: %v", when, err)
-	}
-	got.Spec.Image = "registry.invalid/app:2"
-	if _, err := alpha.Update(ctx, got, metav1.UpdateOptions{}); err != nil {
+	// The operator writes the status meanwhile: read again on a conflict.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		got, err := alpha.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("reading it through v1alpha1: %w", err)
+		}
+		got.Spec.Image = "registry.invalid/app:2"
+		_, err = alpha.Update(ctx, got, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
 		t.Fatalf("%s: updating it through v1alpha1: %v", when, err)
 	}
 	v1, err := hc.HandrollV1().WebApps("default").Get(ctx, name, metav1.GetOptions{})
