@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	handrollv1alpha1 "github.com/handroll/handroll/pkg/apis/handroll/v1alpha1"
+	"github.com/handroll/handroll/pkg/certs"
 	"github.com/handroll/handroll/pkg/generated/clientset/versioned"
 	"github.com/handroll/handroll/test/controlplane"
 	"github.com/handroll/handroll/test/operator"
@@ -97,6 +99,41 @@ func TestConversionInAnyNamespace(t *testing.T) {
 	if after.ResourceVersion != before.ResourceVersion {
 		t.Errorf("the CRD changed (resourceVersion %s to %s) on a helm upgrade with nothing to change and a replica's start: helm and the operator disagree on it\nmanagedFields: %s",
 			before.ResourceVersion, after.ResourceVersion, managers(after))
+	}
+}
+
+// TestCRDConversionIsWhatTheOperatorWrites: the CRD's conversion, as the
+// chart renders it in any namespace and as manifests/default (install.yaml)
+// renders it, names the Service the operator with those manifests' flags
+// writes into it: a helm upgrade or a kubectl apply then changes nothing
+// the operator set, and the operator nothing they applied.
+func TestCRDConversionIsWhatTheOperatorWrites(t *testing.T) {
+	out, err := run(t, []string{"KUBECTL=" + kubectlPath(t)}, "bash", "hack/deploy.sh", "render", "manifests/default", "handroll:"+appVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, tc := range map[string]struct {
+		ns   string
+		objs objects
+	}{
+		"the chart":         {"platform-ops", mustTemplate(t, "platform-ops")},
+		"manifests/default": {defaultNamespace, parse(t, out, "manifests/default")},
+	} {
+		for _, a := range dig(tc.objs["Deployment "+tc.ns+"/handroll"], "spec", "template", "spec", "containers", 0, "args").([]any) {
+			if s := a.(string); strings.HasPrefix(s, "--webhook-service-") || strings.HasPrefix(s, "--operator-namespace") {
+				t.Errorf("%s: the operator runs with %s; the CRD's conversion below assumes the defaults", what, s)
+			}
+		}
+		// The operator's defaults: --webhook-service-name, the pod's
+		// namespace, --webhook-service-port and the path it serves.
+		want := map[string]any{"namespace": tc.ns, "name": "handroll-webhook", "path": certs.DefaultConversionPath, "port": float64(certs.DefaultServicePort)}
+		got := dig(tc.objs["CustomResourceDefinition /"+crdName], "spec", "conversion", "webhook", "clientConfig", "service")
+		if d := cmp.Diff(want, got); d != "" {
+			t.Errorf("%s: the CRD's conversion service differs from what the operator writes (-operator +%s):\n%s", what, what, d)
+		}
+		if port := dig(tc.objs["Service "+tc.ns+"/handroll-webhook"], "spec", "ports", 0, "port"); port != float64(certs.DefaultServicePort) {
+			t.Errorf("%s: the webhook Service's port is %v, not --webhook-service-port's default %d", what, port, certs.DefaultServicePort)
+		}
 	}
 }
 
