@@ -16,6 +16,7 @@ import (
 	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
 	"k8s.io/klog/v2"
 
+	"github.com/handroll/handroll/pkg/certs"
 	"github.com/handroll/handroll/pkg/leader"
 )
 
@@ -69,9 +70,10 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.webhookCertDir, "webhook-cert-dir", "", "Directory holding the webhook's tls.crt and tls.key (as cert-manager mounts them), reloaded when they change. Empty: handroll makes, shares and rotates its own certificates (see --webhook-secret-name).")
 	fs.StringVar(&o.webhookURL, "webhook-url", "", "URL at which the API server reaches this process's webhooks, such as https://127.0.0.1:9443 when running outside the cluster; the webhook configurations and the CRD's conversion webhook are pointed at it. Empty: they call the webhook Service.")
 	fs.StringVar(&o.webhookCerts.secretName, "webhook-secret-name", "handroll-webhook-tls", "Secret in --operator-namespace holding the self-managed CA and serving certificate, shared by all replicas.")
-	fs.StringVar(&o.webhookCerts.serviceName, "webhook-service-name", "handroll-webhook", "Service in --operator-namespace in front of the webhooks; its DNS names are in the serving certificate.")
+	fs.StringVar(&o.webhookCerts.serviceName, "webhook-service-name", "handroll-webhook", "Service in --operator-namespace in front of the webhooks; its DNS names are in the serving certificate, and --conversion-crd's conversion calls it.")
+	fs.IntVar(&o.webhookCerts.servicePort, "webhook-service-port", certs.DefaultServicePort, "Port of --webhook-service-name that leads to --webhook-port; --conversion-crd's conversion calls it.")
 	fs.StringVar(&o.webhookCerts.configurationName, "webhook-configuration-name", "handroll", "Name of the MutatingWebhookConfiguration and ValidatingWebhookConfiguration that get the CA bundle (and --webhook-url); empty: none.")
-	fs.StringVar(&o.webhookCerts.conversionCRD, "conversion-crd", "webapps.handroll.dev", "CRD whose conversion webhook gets the CA bundle (and --webhook-url); empty: none.")
+	fs.StringVar(&o.webhookCerts.conversionCRD, "conversion-crd", "webapps.handroll.dev", "CRD whose conversion webhook gets the CA bundle and calls this operator: --webhook-url, else --webhook-service-name in --operator-namespace at --webhook-service-port (so a CRD applied apart from the operator works in any namespace); empty: none.")
 	fs.DurationVar(&o.webhookCerts.validity, "webhook-cert-validity", 90*24*time.Hour, "Lifetime of a self-managed serving certificate; it is renewed after two thirds of it, and its CA lives four times as long.")
 	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "", "Address of the pprof endpoints (/debug/pprof/); empty or 0 disables them.")
 	fs.DurationVar(&o.cacheSyncTimeout, "cache-sync-timeout", 2*time.Minute, "How long the informers may take to list everything before start-up fails.")

@@ -21,12 +21,13 @@ import (
 
 // ConversionPath is where the conversion webhook is served; the CRD's
 // spec.conversion.webhook.clientConfig names it.
-const ConversionPath = "/convert"
+const ConversionPath = certs.DefaultConversionPath
 
 // webhookCertOptions are the flags of the self-managed certificates.
 type webhookCertOptions struct {
 	secretName        string
 	serviceName       string
+	servicePort       int
 	configurationName string
 	conversionCRD     string
 	validity          time.Duration
@@ -53,6 +54,9 @@ func validateWebhookURL(raw string) error {
 func webhookServer(cfg *rest.Config, kube kubernetes.Interface, s *runtime.Scheme, o options, health *server.Health, reg prometheus.Registerer) (srv *server.Server, start, restore func(context.Context), err error) {
 	if err := validateWebhookURL(o.webhookURL); err != nil {
 		return nil, nil, nil, err
+	}
+	if err := certs.ValidateServicePort(o.webhookCerts.servicePort); err != nil {
+		return nil, nil, nil, fmt.Errorf("--webhook-service-port: %w", err)
 	}
 	// Both sources also give the expiry metric its certificates.
 	var source interface {
@@ -85,8 +89,12 @@ func webhookServer(cfg *rest.Config, kube kubernetes.Interface, s *runtime.Schem
 			Namespace:   o.operatorNamespace,
 			SecretName:  o.webhookCerts.secretName,
 			ServiceName: o.webhookCerts.serviceName,
-			URL:         o.webhookURL,
-			Validity:    o.webhookCerts.validity,
+			// What the conversion of --conversion-crd calls: the
+			// chart's CRD and manifests/crd say the same.
+			ServicePort:    int32(o.webhookCerts.servicePort), //nolint:gosec // checked above
+			ConversionPath: ConversionPath,
+			URL:            o.webhookURL,
+			Validity:       o.webhookCerts.validity,
 		}
 		// Empty flags mean "inject into none", which Options spells as an
 		// empty, non-nil list.

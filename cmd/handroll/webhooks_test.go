@@ -49,3 +49,15 @@ func TestWebhookURLCheckedOnce(t *testing.T) {
 		}
 	}
 }
+
+// An impossible --webhook-service-port is refused at start, by its name,
+// before anything is built.
+func TestWebhookServicePortRefused(t *testing.T) {
+	for _, port := range []int{0, -1, 65536} {
+		o := options{webhookPort: 9443, webhookCerts: webhookCertOptions{servicePort: port}}
+		_, _, _, err := webhookServer(nil, nil, nil, o, nil, nil)
+		if err == nil || !strings.Contains(err.Error(), "--webhook-service-port") {
+			t.Errorf("--webhook-service-port=%d: %v; want an error naming the flag", port, err)
+		}
+	}
+}

@@ -7,14 +7,22 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"reflect"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/util/retry"
 )
+
+// FieldManager is the field manager of every write to the webhook
+// configurations and the CRDs: the operator's, as its reconciles' are.
+const FieldManager = "handroll"
+
+var updateOptions = metav1.UpdateOptions{FieldManager: FieldManager}
 
 // crdResource is reached through the dynamic client: the main module does
 // not depend on k8s.io/apiextensions-apiserver for one nested field.
@@ -22,8 +30,11 @@ var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Ver
 
 // injection is what every clientConfig of the targets gets.
 type injection struct {
-	bundle  []byte // PEM, the Secret's ca.crt
-	url     string // Options.URL; "" keeps each clientConfig's service or url
+	bundle []byte // PEM, the Secret's ca.crt
+	url    string // Options.URL; "" keeps each webhook clientConfig's service or url
+	// service is what a CRD's conversion calls without a URL: the Service
+	// this process serves behind. nil leaves the CRD's service or url.
+	service map[string]any
 	records records
 }
 
@@ -54,7 +65,10 @@ func (in injection) apply(cc *admissionregistrationv1.WebhookClientConfig) bool 
 }
 
 // applyCRD does what apply does to spec.conversion.webhook.clientConfig of
-// a CRD, whose caBundle is base64 in JSON. ok is false when the CRD's
+// a CRD, whose caBundle is base64 in JSON, and without a URL points it at
+// in.service: the CRD may have been applied apart from the operator (GitOps,
+// make install) with a namespace the operator does not run in, and then
+// no v1alpha1 WebApp could be read or written. ok is false when the CRD's
 // conversion strategy is not Webhook: the API server calls no conversion
 // webhook for it, so there is nothing to inject.
 func (in injection) applyCRD(crd *unstructured.Unstructured) (changed, ok bool, err error) {
@@ -73,7 +87,8 @@ func (in injection) applyCRD(crd *unstructured.Unstructured) (changed, ok bool, 
 		cc["caBundle"] = bundle
 		changed = true
 	}
-	if in.url != "" {
+	switch {
+	case in.url != "":
 		var path string
 		svc, hasService := cc["service"].(map[string]any)
 		existing, hasURL := cc["url"].(string)
@@ -86,6 +101,14 @@ func (in injection) applyCRD(crd *unstructured.Unstructured) (changed, ok bool, 
 		if want := in.url + path; hasService || existing != want {
 			delete(cc, "service")
 			cc["url"] = want
+			changed = true
+		}
+	case in.service != nil:
+		// All four fields, as the manifests write them and the API server
+		// returns them: equal values, so no apply sees a conflict.
+		if _, hasURL := cc["url"]; hasURL || !reflect.DeepEqual(cc["service"], in.service) {
+			delete(cc, "url")
+			cc["service"] = runtime.DeepCopyJSONValue(in.service)
 			changed = true
 		}
 	}
@@ -198,7 +221,7 @@ func (m *Manager) syncMutating(name string) syncFunc {
 			return changed(c), nil
 		},
 		func(ctx context.Context, obj *admissionregistrationv1.MutatingWebhookConfiguration) error {
-			_, err := client.Update(ctx, obj, metav1.UpdateOptions{})
+			_, err := client.Update(ctx, obj, updateOptions)
 			return err
 		})
 }
@@ -221,7 +244,7 @@ func (m *Manager) syncValidating(name string) syncFunc {
 			return changed(c), nil
 		},
 		func(ctx context.Context, obj *admissionregistrationv1.ValidatingWebhookConfiguration) error {
-			_, err := client.Update(ctx, obj, metav1.UpdateOptions{})
+			_, err := client.Update(ctx, obj, updateOptions)
 			return err
 		})
 }
@@ -240,6 +263,11 @@ func (m *Manager) syncCRD(name string) syncFunc {
 			if err != nil {
 				return "", err
 			}
+			if _, ok := obj.GetAnnotations()[AnnotationReplacedClientConfigs]; ok {
+				// A run at a URL that still renews its record: its URL
+				// stays until it restores the service (or goes stale).
+				in.service = nil
+			}
 			c, ok, err := in.applyCRD(obj)
 			switch {
 			case err != nil:
@@ -250,7 +278,7 @@ func (m *Manager) syncCRD(name string) syncFunc {
 			return changed(c || recorded), nil
 		},
 		func(ctx context.Context, obj *unstructured.Unstructured) error {
-			_, err := client.Update(ctx, obj, metav1.UpdateOptions{})
+			_, err := client.Update(ctx, obj, updateOptions)
 			return err
 		})
 }

@@ -108,6 +108,21 @@ func TestApplyToCRD(t *testing.T) {
 		cc:   map[string]any{"service": service()},
 		want: map[string]any{"service": service(), "caBundle": b64},
 	}, {
+		name: "service elsewhere: pointed at ours, with the bundle",
+		in:   injection{bundle: bundle, service: service()},
+		cc:   map[string]any{"service": map[string]any{"namespace": "handroll-system", "name": "svc", "path": "/convert", "port": int64(443)}},
+		want: map[string]any{"service": service(), "caBundle": b64},
+	}, {
+		name: "service: port and path too",
+		in:   injection{bundle: bundle, service: service()},
+		cc:   map[string]any{"service": map[string]any{"namespace": "ns", "name": "svc", "port": int64(8443)}, "caBundle": b64},
+		want: map[string]any{"service": service(), "caBundle": b64},
+	}, {
+		name: "service: a url becomes our service",
+		in:   injection{bundle: bundle, service: service()},
+		cc:   map[string]any{"url": "https://127.0.0.1:9443/convert"},
+		want: map[string]any{"service": service(), "caBundle": b64},
+	}, {
 		name: "URL mode",
 		in:   injection{bundle: bundle, url: "https://127.0.0.1:9443"},
 		cc:   map[string]any{"service": service(), "caBundle": "b2xk"},

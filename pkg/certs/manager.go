@@ -329,6 +329,7 @@ func (m *Manager) inject(ctx context.Context, s *corev1.Secret) (settled bool, e
 		records: records{now: m.opts.Clock.Now(), renew: m.opts.RecordRenewal}}
 	if m.opts.URL == "" {
 		in.records.stale = m.staleRecord
+		in.service = m.opts.conversionService()
 	}
 	m.recordPending = false
 	checked := false

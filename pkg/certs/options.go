@@ -26,6 +26,11 @@ const (
 	DefaultWebhookConfiguration = "handroll"
 	// DefaultCRD is the CRD whose conversion webhook handroll serves.
 	DefaultCRD = "webapps.handroll.dev"
+	// DefaultServicePort is the webhook Service's port in manifests/webhook
+	// and the chart.
+	DefaultServicePort = 443
+	// DefaultConversionPath is where handroll serves the conversion webhook.
+	DefaultConversionPath = "/convert"
 )
 
 // caLifetimes is how many serving lifetimes a CA lives. A CA is replaced
@@ -45,8 +50,14 @@ type Options struct {
 	SecretName string
 	// ServiceName is the webhook Service. The serving certificate holds
 	// <svc>, <svc>.<ns>, <svc>.<ns>.svc and <svc>.<ns>.svc.cluster.local.
-	// Required unless URL is set.
+	// Required unless URL is set. Without URL, every CRD's conversion is
+	// pointed at it: service ServiceName in Namespace, at ServicePort and
+	// ConversionPath.
 	ServiceName string
+	// ServicePort is the Service's port that leads to the webhook server.
+	ServicePort int32
+	// ConversionPath is the path at which the conversion webhook is served.
+	ConversionPath string
 	// URL, when set, is where the API server calls the webhooks instead of
 	// the Service (an operator running outside the cluster):
 	// https://host[:port], no path. Its host becomes a SAN (an IP address
@@ -116,6 +127,12 @@ func (o Options) complete() (Options, error) {
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
+	if o.ServicePort == 0 {
+		o.ServicePort = DefaultServicePort
+	}
+	if o.ConversionPath == "" {
+		o.ConversionPath = DefaultConversionPath
+	}
 	urlErr := ValidateURL(o.URL)
 	o.URL = strings.TrimSuffix(o.URL, "/")
 
@@ -138,6 +155,12 @@ func (o Options) complete() (Options, error) {
 	}
 	if urlErr != nil {
 		errs = append(errs, urlErr)
+	}
+	if err := ValidateServicePort(int(o.ServicePort)); err != nil {
+		errs = append(errs, fmt.Errorf("ServicePort: %w", err))
+	}
+	if u, err := url.Parse(o.ConversionPath); err != nil || !strings.HasPrefix(o.ConversionPath, "/") || u.Path != o.ConversionPath {
+		errs = append(errs, fmt.Errorf("ConversionPath %q: give an absolute path, no query or fragment", o.ConversionPath))
 	}
 	if o.Validity < 0 || o.PropagationDelay < 0 || o.ResyncPeriod < 0 || o.RecordRenewal < 0 {
 		errs = append(errs, errors.New("Validity, PropagationDelay, ResyncPeriod and RecordRenewal cannot be negative"))
@@ -182,6 +205,27 @@ func ValidateURL(raw string) error {
 		return fmt.Errorf("URL %q: give only https://host[:port]; each webhook's path is appended", raw)
 	}
 	return nil
+}
+
+// ValidateServicePort checks the webhook Service's port (Options.ServicePort,
+// handroll's --webhook-service-port): a Service's port is 1 to 65535.
+func ValidateServicePort(port int) error {
+	if port < 1 || port > 65535 {
+		return fmt.Errorf("%d is not a Service port: give 1 to 65535", port)
+	}
+	return nil
+}
+
+// conversionService is the service reference of every CRD's conversion
+// without a URL, as it reads in JSON: the chart's CRD and manifests/crd
+// (with its namespace) say the same, so a re-apply changes nothing.
+func (o Options) conversionService() map[string]any {
+	return map[string]any{
+		"namespace": o.Namespace,
+		"name":      o.ServiceName,
+		"path":      o.ConversionPath,
+		"port":      int64(o.ServicePort),
+	}
 }
 
 // names are the SANs the options ask for: the Service's DNS names and the

@@ -14,7 +14,8 @@ func TestOptionsDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if o.SecretName != DefaultSecretName || o.Validity != DefaultValidity ||
-		o.PropagationDelay != DefaultPropagationDelay || o.ResyncPeriod != DefaultResyncPeriod || o.Clock == nil {
+		o.PropagationDelay != DefaultPropagationDelay || o.ResyncPeriod != DefaultResyncPeriod || o.Clock == nil ||
+		o.ServicePort != 443 || o.ConversionPath != "/convert" {
 		t.Errorf("defaults not filled in: %+v", o)
 	}
 	if diff := cmp.Diff([]string{"handroll"}, o.WebhookConfigurations); diff != "" {
@@ -51,6 +52,9 @@ func TestOptionsErrors(t *testing.T) {
 		"bad secret name":       {Options{Namespace: "ns", ServiceName: "svc", SecretName: "-x"}, "SecretName"},
 		"bad CRD name":          {Options{Namespace: "ns", ServiceName: "svc", CRDs: []string{""}}, "CRDs"},
 		"bad namespace":         {Options{Namespace: "Ns", ServiceName: "svc"}, "Namespace"},
+		"bad service port":      {Options{Namespace: "ns", ServiceName: "svc", ServicePort: -1}, "ServicePort"},
+		"relative path":         {Options{Namespace: "ns", ServiceName: "svc", ConversionPath: "convert"}, "ConversionPath"},
+		"path with a query":     {Options{Namespace: "ns", ServiceName: "svc", ConversionPath: "/convert?x=1"}, "ConversionPath"},
 		"several errors joined": {Options{URL: "ftp://x"}, "https only"},
 	}
 	for name, tc := range cases {

@@ -290,7 +290,7 @@ func (m *Manager) RestoreClientConfigs(ctx context.Context) error {
 				},
 				func(o *unstructured.Unstructured, r replaced) error { return restoreCRD(t.String(), o, r) },
 				func(ctx context.Context, o *unstructured.Unstructured) error {
-					_, err := c.Update(ctx, o, metav1.UpdateOptions{})
+					_, err := c.Update(ctx, o, updateOptions)
 					return err
 				})
 		}
@@ -332,7 +332,7 @@ func getter[T any](get func(context.Context, string, metav1.GetOptions) (T, erro
 
 func updater[T any](update func(context.Context, T, metav1.UpdateOptions) (T, error)) func(context.Context, T) error {
 	return func(ctx context.Context, obj T) error {
-		_, err := update(ctx, obj, metav1.UpdateOptions{})
+		_, err := update(ctx, obj, updateOptions)
 		return err
 	}
 }

@@ -146,6 +146,9 @@ func TestAgainstAPIServer(t *testing.T) {
 		dyn := dynamic.NewForConfigOrDie(cp.Config)
 		checkPresent(t, kube, dyn, rendered, true)
 
+		// A new split with no replica running, as the chart asks
+		// (TestShardsChangeIsRefusedWhileReplicasRun).
+		helmRun("upgrade", "handroll", "charts/handroll", "--set", "networkPolicy.enable=true,manager.replicas=0")
 		helmRun("upgrade", "handroll", "charts/handroll", "--set", "networkPolicy.enable=true,manager.shards=3,rbacHelpers.enable=false")
 		d, err := kube.AppsV1().Deployments(ns).Get(t.Context(), "handroll", metav1.GetOptions{})
 		if err != nil {

@@ -139,18 +139,31 @@ func LaunchBinary(t testing.TB, path, kubeconfig string, args ...string) *Operat
 	if !webhooks {
 		args = append([]string{"--webhook-port=0"}, args...)
 	}
+	return launch(t, func(o *Operator) *exec.Cmd {
+		return exec.Command(path, append(append([]string{"--kubeconfig=" + kubeconfig}, o.flags()...), args...)...)
+	})
+}
+
+// flags bind the servers to the free loopback ports chosen for o.
+func (o *Operator) flags() []string {
+	return []string{
+		"--metrics-bind-address=" + o.MetricsAddr,
+		"--health-probe-bind-address=" + o.HealthAddr,
+		"-v=2",
+	}
+}
+
+// launch starts the command command makes for o, logs it into o and stops
+// it when t ends.
+func launch(t testing.TB, command func(*Operator) *exec.Cmd) *Operator {
+	t.Helper()
 	o := &Operator{
 		log:         &syncBuffer{},
 		MetricsAddr: freeAddr(t),
 		HealthAddr:  freeAddr(t),
 		exited:      make(chan struct{}),
 	}
-	o.cmd = exec.Command(path, append([]string{
-		"--kubeconfig=" + kubeconfig,
-		"--metrics-bind-address=" + o.MetricsAddr,
-		"--health-probe-bind-address=" + o.HealthAddr,
-		"-v=2",
-	}, args...)...)
+	o.cmd = command(o)
 	o.cmd.Stdout = o.log
 	o.cmd.Stderr = o.log
 	// The operator must not outlive a crashed test binary.

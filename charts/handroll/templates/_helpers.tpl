@@ -70,3 +70,40 @@ kind: Issuer
 name: handroll-ca
 {{- end -}}
 {{- end }}
+
+{{- /*
+Refuses a change of manager.shards while replicas of the live Deployment
+run. Replicas of two splits never reconcile together (docs/sharding.md,
+"One split at a time"): in a rolling update each waits for the other, and
+no WebApp is reconciled until the last old replica is gone. With none left
+(manager.replicas=0 first) the new split starts alone. lookup is empty
+under helm template, --dry-run and GitOps tools: they get no check, and
+docs/sharding.md gives them the same procedure.
+*/}}
+{{- define "handroll.checkShardsChange" -}}
+{{- $m := .Values.manager }}
+{{- $live := lookup "apps/v1" "Deployment" .Release.Namespace "handroll" }}
+{{- if $live }}
+{{- $liveShards := 0 }}
+{{- range $c := dig "spec" "template" "spec" "containers" list $live }}
+{{- if eq $c.name "manager" }}
+{{- range $a := $c.args | default list }}
+{{- if hasPrefix "--shards=" $a }}
+{{- $liveShards = trimPrefix "--shards=" $a | int }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- $replicas := int (dig "spec" "replicas" 0 $live) }}
+{{- $running := int (dig "status" "replicas" 0 $live) }}
+{{- if and (ne $liveShards (int $m.shards)) (or (gt $replicas 0) (gt $running 0)) }}
+{{- $ns := .Release.Namespace }}
+{{- fail (printf `manager.shards=%d: the Deployment %s/handroll runs --shards=%d (%d replicas). Replicas of two splits wait for each other, so a rolling update would reconcile no WebApp until the last old replica is gone. Change it with no replica running:
+  1. helm upgrade %s <chart> -n %s --reuse-values --set manager.replicas=0
+  2. wait until kubectl -n %s get pods -l app.kubernetes.io/name=handroll lists none (a graceful stop takes up to 40 s)
+  3. helm upgrade %s <chart> -n %s --reuse-values --set manager.replicas=%d,manager.shards=%d
+From step 1 until step 3's replicas are ready the webhooks are down: WebApp writes are refused and nothing is reconciled. See docs/sharding.md.`
+  (int $m.shards) $ns $liveShards (max $replicas $running) .Release.Name $ns $ns .Release.Name $ns (max (int $m.replicas) 1) (int $m.shards)) }}
+{{- end }}
+{{- end }}
+{{- end }}
