@@ -49,13 +49,14 @@ verify: verify-fmt verify-vet verify-codegen verify-deps lint ## Run every check
 # with the Go in use into .local/bin/ on first use (about 2 minutes on 2
 # cores), and again only when the pin or Go changes. .golangci.yml says
 # which linters run and why. The modules with code of their own are linted
-# one after the other: the main module, the controller-runtime twin and
-# hack/image (hack/tools holds only blank imports of the tools).
+# one after the other: the main module, the controller-runtime twin,
+# hack/image and hack/release (hack/tools holds only blank imports of the
+# tools).
 GOLANGCI_LINT_PKG := github.com/golangci/golangci-lint/v2/cmd/golangci-lint
-LINT_MODULES      := . hack/compare hack/image
+LINT_MODULES      := . hack/compare hack/image hack/release
 
 .PHONY: lint
-lint: ## Run golangci-lint (pinned in hack/tools, built on first use) on the main module, the controller-runtime twin and hack/image.
+lint: ## Run golangci-lint (pinned in hack/tools, built on first use) on the main module, the controller-runtime twin, hack/image and hack/release.
 	@v="$$(awk '$$1 == "github.com/golangci/golangci-lint/v2" { print $$2 }' hack/tools/go.mod)"; \
 	if [[ -z "$$v" ]]; then echo "lint: hack/tools/go.mod pins no golangci-lint" >&2; exit 1; fi; \
 	bin="$(CURDIR)/.local/bin/golangci-lint-$$v-$$($(GO) env GOVERSION)"; \
@@ -78,10 +79,11 @@ verify-fmt: ## Fail if any Go file is not gofmt-formatted.
 	if [[ -n "$$out" ]]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 .PHONY: verify-vet
-verify-vet: ## Run go vet on the main module, the controller-runtime twin and hack/image.
+verify-vet: ## Run go vet on the main module, the controller-runtime twin, hack/image and hack/release.
 	$(GO) vet ./...
 	$(GO) -C hack/compare vet ./...
 	$(GO) -C hack/image vet ./...
+	$(GO) -C hack/release vet ./...
 
 .PHONY: verify-codegen
 verify-codegen: ## Fail if generated code or the CRD is out of date (or was edited by hand).
@@ -264,6 +266,7 @@ TEST_FLAGS ?= -race -count=1 -p 2 -timeout 30m
 test: testbin $(HELM) ## Run unit, integration and end-to-end tests (with -race), then a short fuzz of each target (builds the control plane and helm first if needed).
 	KUBEBUILDER_ASSETS="$$(hack/testbin.sh path | tail -n 1)" HELM="$(HELM)" $(GO) test $(TEST_FLAGS) ./...
 	$(GO) -C hack/image test -count=1 ./...
+	$(GO) -C hack/release test -count=1 ./...
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
 
 # Go fuzz targets, as package:target. `go test` runs their committed seed
@@ -476,8 +479,8 @@ release: ## Write the release VERSION (= the VERSION file) into dist/: install.y
 	@$(MAKE) --no-print-directory build-installer IMG=$(RELEASE_REPO)@$$(cat $(IMAGE_DIR)/handroll.tar.digest) INSTALLER=$(RELEASE_DIR)/install.yaml
 	@$(MAKE) --no-print-directory chart-package CHART_OUT=$(abspath $(RELEASE_DIR)) \
 	  CHART_IMG=$(RELEASE_REPO)@$$(cat $(IMAGE_DIR)/handroll.tar.digest) $(RELEASE_PINS)
-	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) -C hack/image run ./cmd/release --dir $(abspath $(RELEASE_DIR)) --version $(VERSION) \
-	  --digest $$(cat $(IMAGE_DIR)/handroll.tar.digest) $(foreach p,$(IMAGE_PLATFORMS),--binary $(CURDIR)/bin/handroll-$(subst /,-,$(p)))
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) -C hack/release run . --dir $(abspath $(RELEASE_DIR)) --version $(VERSION) --commit $(GIT_COMMIT) \
+	  --digest $$(cat $(IMAGE_DIR)/handroll.tar.digest) --license $(CURDIR)/LICENSE $(foreach p,$(IMAGE_PLATFORMS),--binary $(CURDIR)/bin/handroll-$(subst /,-,$(p)))
 	@cat "$(RELEASE_DIR)/SHA256SUMS"
 
 ##@ Run

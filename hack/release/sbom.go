@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -96,29 +95,31 @@ func SBOM(ctx context.Context, in SBOMInput) ([]byte, error) {
 // stageBinaries links (else copies) the binaries into a directory of their
 // own, under their base names, so that syft sees these files and no others
 // and names each by its base name alone.
-func stageBinaries(binaries []string) (string, error) {
+func stageBinaries(binaries []string) (_ string, err error) {
 	dir, err := os.MkdirTemp("", "handroll-sbom-")
 	if err != nil {
 		return "", err
 	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(dir)
+		}
+	}()
 	staged := map[string]string{}
 	for _, b := range binaries {
 		abs, err := filepath.Abs(b)
 		if err != nil {
-			break
+			return "", err
 		}
 		name := filepath.Base(abs)
-		if prev, ok := staged[name]; ok {
-			if prev == abs {
-				continue
-			}
-			err = fmt.Errorf("%s and %s have one name: a release names each platform's binary apart", prev, abs)
-		} else {
-			staged[name] = abs
-			err = linkOrCopy(abs, filepath.Join(dir, name))
+		switch prev, ok := staged[name]; {
+		case ok && prev == abs:
+			continue
+		case ok:
+			return "", fmt.Errorf("%s and %s have one name: a release names each platform's binary apart", prev, abs)
 		}
-		if err != nil {
-			os.RemoveAll(dir)
+		staged[name] = abs
+		if err := linkOrCopy(abs, filepath.Join(dir, name)); err != nil {
 			return "", err
 		}
 	}
@@ -158,15 +159,11 @@ func pinDocument(doc []byte, namespace string, created time.Time) ([]byte, error
 	if err := json.Unmarshal(doc, &head); err != nil {
 		return nil, err
 	}
-	for _, r := range [][2]string{
-		{"documentNamespace", namespace},
-		{"created", created.UTC().Format(time.RFC3339)},
+	for _, r := range []struct{ key, old, new string }{
+		{"documentNamespace", head.DocumentNamespace, namespace},
+		{"created", head.CreationInfo.Created, created.UTC().Format(time.RFC3339)},
 	} {
-		old := map[string]string{
-			"documentNamespace": head.DocumentNamespace,
-			"created":           head.CreationInfo.Created,
-		}[r[0]]
-		from, to := jsonField(r[0], old), jsonField(r[0], r[1])
+		from, to := jsonField(r.key, r.old), jsonField(r.key, r.new)
 		if n := bytes.Count(doc, from); n != 1 {
 			return nil, fmt.Errorf("syft's SPDX document holds %s %d times, want once", from, n)
 		}
@@ -175,11 +172,18 @@ func pinDocument(doc []byte, namespace string, created time.Time) ([]byte, error
 	return doc, nil
 }
 
-// jsonField is `"key": "value"` as syft's pretty encoder writes it.
+// jsonField is `"key": "value"` as syft's pretty encoder writes it: HTML
+// characters unescaped.
 func jsonField(key, value string) []byte {
-	k, _ := json.Marshal(key)
-	v, _ := json.Marshal(value)
-	return slices.Concat(k, []byte(": "), v)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(key) // a string always encodes
+	buf.Truncate(buf.Len() - 1)
+	buf.WriteString(": ")
+	_ = enc.Encode(value)
+	buf.Truncate(buf.Len() - 1)
+	return buf.Bytes()
 }
 
 // goEnv is `go env` of the given variables: the toolchain's view, with
