@@ -109,8 +109,8 @@ func run(ctx context.Context, args []string) error {
 	case env["GOMODCACHE"] == "":
 		return fmt.Errorf("go env GOMODCACHE is empty: no module cache to read licences from")
 	case env["GOVERSION"] != bins.GoVersion:
-		// The build's module cache and Go are this go's: another go
-		// would be another machine's.
+		// The standard library's licence is read from this go's GOROOT,
+		// and GOFLAGS is this go's: both must be the build's.
 		return fmt.Errorf("the binaries were built by %s, and this is %s: release with the Go that built them", bins.GoVersion, env["GOVERSION"])
 	}
 
