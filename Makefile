@@ -49,13 +49,14 @@ verify: verify-fmt verify-vet verify-codegen verify-deps lint ## Run every check
 # with the Go in use into .local/bin/ on first use (about 2 minutes on 2
 # cores), and again only when the pin or Go changes. .golangci.yml says
 # which linters run and why. The modules with code of their own are linted
-# one after the other: the main module, the controller-runtime twin and
-# hack/image (hack/tools holds only blank imports of the tools).
+# one after the other: the main module, the controller-runtime twin,
+# hack/image and hack/release (hack/tools holds only blank imports of the
+# tools).
 GOLANGCI_LINT_PKG := github.com/golangci/golangci-lint/v2/cmd/golangci-lint
-LINT_MODULES      := . hack/compare hack/image
+LINT_MODULES      := . hack/compare hack/image hack/release
 
 .PHONY: lint
-lint: ## Run golangci-lint (pinned in hack/tools, built on first use) on the main module, the controller-runtime twin and hack/image.
+lint: ## Run golangci-lint (pinned in hack/tools, built on first use) on the main module, the controller-runtime twin, hack/image and hack/release.
 	@v="$$(awk '$$1 == "github.com/golangci/golangci-lint/v2" { print $$2 }' hack/tools/go.mod)"; \
 	if [[ -z "$$v" ]]; then echo "lint: hack/tools/go.mod pins no golangci-lint" >&2; exit 1; fi; \
 	bin="$(CURDIR)/.local/bin/golangci-lint-$$v-$$($(GO) env GOVERSION)"; \
@@ -78,10 +79,11 @@ verify-fmt: ## Fail if any Go file is not gofmt-formatted.
 	if [[ -n "$$out" ]]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 .PHONY: verify-vet
-verify-vet: ## Run go vet on the main module, the controller-runtime twin and hack/image.
+verify-vet: ## Run go vet on the main module, the controller-runtime twin, hack/image and hack/release.
 	$(GO) vet ./...
 	$(GO) -C hack/compare vet ./...
 	$(GO) -C hack/image vet ./...
+	$(GO) -C hack/release vet ./...
 
 .PHONY: verify-codegen
 verify-codegen: ## Fail if generated code or the CRD is out of date (or was edited by hand).
@@ -281,6 +283,7 @@ TEST_FLAGS ?= -race -count=1 -p 2 -timeout 30m
 test: testbin $(HELM) ## Run unit, integration and end-to-end tests (with -race), then a short fuzz of each target (builds the control plane and helm first if needed).
 	KUBEBUILDER_ASSETS="$$(hack/testbin.sh path | tail -n 1)" HELM="$(HELM)" $(GO) test $(TEST_FLAGS) ./...
 	$(GO) -C hack/image test -count=1 ./...
+	$(GO) -C hack/release test -count=1 ./...
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
 
 # Go fuzz targets, as package:target. `go test` runs their committed seed
@@ -485,7 +488,8 @@ build-installer: ## Write manifests/default with the image IMG into one YAML fil
 # container engine: handroll-image.tar (the image index, tagged
 # RELEASE_REPO:VERSION), install.yaml (manifests/default with the image by
 # digest), handroll-X.Y.Z.tgz (the chart, its image by tag and digest),
-# sbom.spdx.json (SPDX, made by syft), provenance.slsa.json (SLSA v1),
+# sbom.spdx.json (SPDX 2.3, made by syft: the binaries' Go modules with their
+# licences), provenance.slsa.json (SLSA v1 provenance, docs/sbom.md),
 # SHA256SUMS, and with COSIGN_KEY a signature bundle
 # (FILE.sigstore.json) of install.yaml, the chart and SHA256SUMS, and
 # cosign.pub. A version names one artifact: a version that was cut
@@ -533,8 +537,8 @@ release: $(COSIGN) ## Write the release VERSION (= the VERSION file) into dist/:
 	@$(MAKE) --no-print-directory build-installer IMG=$(RELEASE_REPO)@$$(cat $(IMAGE_DIR)/handroll.tar.digest) INSTALLER=$(RELEASE_DIR)/install.yaml
 	@$(MAKE) --no-print-directory chart-package CHART_OUT=$(abspath $(RELEASE_DIR)) \
 	  CHART_IMG=$(RELEASE_REPO):$(VERSION)@$$(cat $(IMAGE_DIR)/handroll.tar.digest) $(RELEASE_PINS)
-	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) -C hack/image run ./cmd/release --dir $(abspath $(RELEASE_DIR)) --version $(VERSION) \
-	  --digest $$(cat $(IMAGE_DIR)/handroll.tar.digest) $(foreach p,$(IMAGE_PLATFORMS),--binary $(CURDIR)/bin/handroll-$(subst /,-,$(p)))
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) -C hack/release run . --dir $(abspath $(RELEASE_DIR)) --version $(VERSION) --commit $(GIT_COMMIT) \
+	  --digest $$(cat $(IMAGE_DIR)/handroll.tar.digest) --license $(CURDIR)/LICENSE $(foreach p,$(IMAGE_PLATFORMS),--binary $(CURDIR)/bin/handroll-$(subst /,-,$(p)))
 	@if [[ -n "$(COSIGN_KEY)" ]]; then \
 	  "$(COSIGN)" public-key --key "$(COSIGN_KEY)" >"$(RELEASE_DIR)/cosign.pub"; \
 	  for f in $(RELEASE_SIGNED); do \
