@@ -543,6 +543,7 @@ release: $(COSIGN) ## Write the release VERSION (= the VERSION file) into dist/:
 	  "$(COSIGN)" public-key --key "$(COSIGN_KEY)" >"$(RELEASE_DIR)/cosign.pub"; \
 	  for f in $(RELEASE_SIGNED); do \
 	    "$(COSIGN)" sign-blob --yes --key "$(COSIGN_KEY)" $(COSIGN_OFFLINE) --bundle "$(RELEASE_DIR)/$$f.sigstore.json" "$(RELEASE_DIR)/$$f" >/dev/null; \
+	    chmod 0644 "$(RELEASE_DIR)/$$f.sigstore.json"; \
 	    echo "signed $$f: $(RELEASE_DIR)/$$f.sigstore.json"; \
 	  done; \
 	fi
