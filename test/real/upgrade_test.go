@@ -67,6 +67,7 @@ func upgradeInstaller(t *testing.T, r *releaseImage, head string) {
 	kubectl(t, "apply", "--server-side", "-f", old)
 	kubectl(t, "-n", operatorNamespace, "rollout", "status", "deployment/handroll", "--timeout=180s")
 	checkInstalledIn(t, operatorNamespace)
+	checkOperatorImage(t, operatorNamespace, r.image)
 	checkPulled(t, r.image)
 	ns, before := fillWebApps(t)
 
@@ -77,6 +78,7 @@ func upgradeInstaller(t *testing.T, r *releaseImage, head string) {
 	}
 	kubectl(t, "-n", operatorNamespace, "rollout", "status", "deployment/handroll", "--timeout=180s")
 	checkInstalledIn(t, operatorNamespace)
+	checkOperatorImage(t, operatorNamespace, helmImage)
 	checkPulled(t, helmImage)
 	checkChildrenKept(t, ns, before, fmt.Sprintf("install.yaml from %s (%s)", r.Ref, r.Commit[:12]), time.Since(began))
 }
@@ -107,6 +109,7 @@ func upgradeHelm(t *testing.T, r *releaseImage) {
 		"--set", "manager.image.tag="+imageTag(r.image))
 	kubectl(t, "-n", helmNamespace, "rollout", "status", "deployment/handroll", "--timeout=180s")
 	checkInstalledIn(t, helmNamespace)
+	checkOperatorImage(t, helmNamespace, r.image)
 	var before children
 	ns, before = fillWebApps(t)
 
@@ -114,8 +117,31 @@ func upgradeHelm(t *testing.T, r *releaseImage) {
 	runHelm(t, helm, "upgrade", "handroll", root+"/charts/handroll", "-n", helmNamespace, "-f", values)
 	kubectl(t, "-n", helmNamespace, "rollout", "status", "deployment/handroll", "--timeout=180s")
 	checkInstalledIn(t, helmNamespace)
+	checkOperatorImage(t, helmNamespace, helmImage)
 	checkPulled(t, helmImage)
 	checkChildrenKept(t, ns, before, fmt.Sprintf("helm from %s (%s)", r.Ref, r.Commit[:12]), time.Since(began))
+}
+
+// checkOperatorImage: every running pod of the operator in ns runs image,
+// the rollout to it over.
+func checkOperatorImage(t *testing.T, ns, image string) {
+	t.Helper()
+	eventually(t, "the operator's pods in "+ns+" all run "+image, time.Minute, func(ctx context.Context) (bool, error) {
+		pods, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=handroll"})
+		if err != nil {
+			return false, err
+		}
+		var running []string
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
+				running = append(running, p.Name+" "+p.Spec.Containers[0].Image)
+			}
+		}
+		if len(running) == 0 || slices.ContainsFunc(running, func(s string) bool { return !strings.HasSuffix(s, " "+image) }) {
+			return false, fmt.Errorf("running: %v", running)
+		}
+		return true, nil
+	})
 }
 
 // placeOnRealNode makes ns, where install.yaml puts the operator, send its
