@@ -310,19 +310,20 @@ fuzz: ## Fuzz each target for FUZZTIME (default 60s; a count such as 5000x works
 test-chaos: testbin ## Run the fault tests (test/chaos: crashes, API server and etcd outages, partitions, throttling, sharded replicas); minutes, not part of make test.
 	HANDROLL_CHAOS=1 KUBEBUILDER_ASSETS="$$(hack/testbin.sh path | tail -n 1)" $(GO) test -timeout 30m -count=1 -v ./test/chaos/
 
-# Not part of `make test`: it needs the repository's history (the previous
-# release, named in test/upgrade/previous-release, is built from a git
-# worktree of it) and takes a minute or two. docs/upgrade.md says what it
-# proves.
+# Not part of `make test`: it needs the repository's history (the releases
+# upgraded from, the latest before this tree as `go run ./hack/releases
+# latest` finds it and the oldest supported, named in
+# test/upgrade/supported, are each built from a git worktree) and takes a
+# few minutes. docs/upgrade.md says what it proves.
 .PHONY: test-upgrade
-test-upgrade: testbin ## Upgrade from the previous release to this tree on the local control plane while a writer writes: no refused write, no pod rolled, no child written, statuses kept.
+test-upgrade: testbin ## Upgrade from the latest release and from the oldest supported one to this tree on the local control plane while a writer writes: no refused write, no pod rolled, no child written, statuses kept.
 	HANDROLL_UPGRADE=1 KUBEBUILDER_ASSETS="$$(hack/testbin.sh path | tail -n 1)" $(GO) test -race -count=1 -v -timeout 15m ./test/upgrade/
 
 # The real node needs root and the Debian packages that
 # hack/install-node-packages.sh installs; where they cannot be had, the
 # target says so and passes without running anything.
 .PHONY: test-real
-test-real: testbin $(HELM) $(COSIGN) ## Run handroll in real containers on the local cluster's real node (test/real: deploy elsewhere, local run beside, undeploy, rollout, kill, egress guard, helm install/upgrade/uninstall, a signed release installed from OCI); starts the cluster if needed.
+test-real: testbin $(HELM) $(COSIGN) ## Run handroll in real containers on the local cluster's real node (test/real: deploy elsewhere, local run beside, undeploy, rollout, kill, egress guard, helm install/upgrade/uninstall, upgrades from the latest and oldest releases by helm and install.yaml, a signed release installed from OCI); starts the cluster if needed.
 	@if ! hack/install-node-packages.sh; then \
 	  echo "test-real: SKIPPED: the container runtime cannot be installed on this machine (root and apt-get are needed)"; exit 0; \
 	fi; \

@@ -127,9 +127,9 @@ func Launch(t testing.TB, kubeconfig string, args ...string) *Operator {
 	return LaunchBinary(t, Binary(t), kubeconfig, args...)
 }
 
-// LaunchBinary is Launch with another build of the operator, such as a
-// previous release's: the same flags, the same log and the same stop when t
-// ends.
+// LaunchBinary is Launch with another build of the operator, such as that
+// of a release an upgrade starts from: the same flags, the same log and the
+// same stop when t ends.
 func LaunchBinary(t testing.TB, path, kubeconfig string, args ...string) *Operator {
 	t.Helper()
 	webhooks := false

@@ -29,12 +29,11 @@ const (
 	// Where the same release is installed again after helm uninstall.
 	helmElsewhere = "platform-apps"
 	helmImage     = "localhost/handroll:helm-1"
-	// The previous release's image, as its own make image builds it.
-	helmPreviousImage = "localhost/handroll:helm-previous"
 )
 
-// TestHelmInstallUpgradeUninstall installs the previous release's chart
-// and image (test/upgrade/previous-release) with the real helm into a
+// TestHelmInstallUpgradeUninstall installs the latest release's chart and
+// image (the latest before this tree, found in its history) with the real
+// helm into a
 // namespace of the user's choice, on the real node, from the local
 // cluster's registry; upgrades it to this tree's chart and image with
 // values changed while a WebApp runs and a writer keeps writing WebApps
@@ -49,7 +48,10 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	if helm == "" {
 		t.Fatal("HELM is not set: run make test-real, which builds helm")
 	}
-	previous := pushPreviousRelease(t)
+	latest := upgradedFrom(t)[0]
+	if !latest.hasChart() {
+		t.Fatalf("the latest release, %s (%s), has no chart to install", latest.Ref, latest.Commit[:12])
+	}
 	makeTarget(t, "local-push", "IMG="+helmImage)
 	// A namespace made as a platform team makes one: restricted Pod Security.
 	if _, err := kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
@@ -65,12 +67,12 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	// leaves it: no CRD that helm would refuse to adopt.
 	checkNoCRD(t)
 
-	if !t.Run("helm install of the previous release into "+helmNamespace, func(t *testing.T) {
-		runHelm(t, helm, "install", "handroll", filepath.Join(previous.Dir, "charts", "handroll"), "-n", helmNamespace, "-f", values,
-			"--set", "manager.image.tag="+imageTag(helmPreviousImage))
+	if !t.Run("helm install of "+latest.Ref+" into "+helmNamespace, func(t *testing.T) {
+		runHelm(t, helm, "install", "handroll", filepath.Join(latest.Dir, "charts", "handroll"), "-n", helmNamespace, "-f", values,
+			"--set", "manager.image.tag="+imageTag(latest.image))
 		kubectl(t, "-n", helmNamespace, "rollout", "status", "deployment/handroll", "--timeout=180s")
 		checkInstalledIn(t, helmNamespace)
-		checkPulled(t, helmPreviousImage)
+		checkPulled(t, latest.image)
 	}) {
 		return
 	}
@@ -139,9 +141,9 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 			t.Errorf("the WebApp's pods were replaced across helm upgrade: %v, then %v", pods, after)
 		}
 		writes, conflicts, refused := w.Figures()
-		excused := checkRefusedDuring(t, previous, refused, began, rolledOut)
-		t.Logf("helm upgrade from %s (%s): %d writes accepted, %d conflicts, %d refused (%d excused by previous-release); rollout %s",
-			previous.Ref, previous.Commit[:12], writes, conflicts, len(refused), excused, rolledOut.Sub(began).Round(100*time.Millisecond))
+		excused := checkRefusedDuring(t, latest.Release, refused, began, rolledOut)
+		t.Logf("helm upgrade from %s (%s): %d writes accepted, %d conflicts, %d refused (%d excused by test/upgrade/supported); rollout %s",
+			latest.Ref, latest.Commit[:12], writes, conflicts, len(refused), excused, rolledOut.Sub(began).Round(100*time.Millisecond))
 		if writes == 0 {
 			t.Error("the writer wrote nothing during the upgrade")
 		}
@@ -330,41 +332,18 @@ func checkLeftIn(t *testing.T, ns string, allowed func(what string) bool) {
 	})
 }
 
-// pushPreviousRelease checks out the release this one upgrades from,
-// builds its image with its own make image and pushes it to the local
-// cluster's registry as helmPreviousImage.
-func pushPreviousRelease(t *testing.T) *release.Release {
-	t.Helper()
-	previous, err := release.CheckOut(root, filepath.Join(root, "test", "upgrade", "previous-release"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := previous.Remove(); err != nil {
-			t.Error(err)
-		}
-	})
-	cmd := exec.Command("make", "--no-print-directory", "-C", previous.Dir, "image")
-	cmd.Env = release.WithoutMakeFlags(os.Environ())
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("make image in the previous release %s: %v\n%s", previous.Ref, err, out)
-	}
-	makeTarget(t, "local-push", "IMG="+helmPreviousImage, "PUSH_ARCHIVE="+filepath.Join(previous.Dir, ".local", "image", "handroll.tar"))
-	return previous
-}
-
 // checkRefusedDuring fails t for every refused write, but for those
-// previous-release excuses: a webhook call that found its connection
-// closed by the previous release's stopping pods, while the upgrade rolled
-// out. It returns how many it excused.
-func checkRefusedDuring(t *testing.T, previous *release.Release, refused []release.Refusal, began, rolledOut time.Time) int {
+// test/upgrade/supported excuses for the release upgraded from: a webhook
+// call that found its connection closed by that release's stopping pods,
+// while the upgrade rolled out. It returns how many it excused.
+func checkRefusedDuring(t *testing.T, from *release.Release, refused []release.Refusal, began, rolledOut time.Time) int {
 	t.Helper()
 	excused := 0
 	var failed []string
 	for _, r := range refused {
-		if previous.Allows(release.AllowClosedOnStop) && r.ClosedConnection() && !r.At.Before(began) && r.At.Before(rolledOut.Add(time.Second)) {
+		if from.Allows(release.AllowClosedOnStop) && r.ClosedConnection() && !r.At.Before(began) && r.At.Before(rolledOut.Add(time.Second)) {
 			excused++
-			t.Logf("refused while the previous release's pods stopped, excused by previous-release (%s): %s", release.AllowClosedOnStop, r)
+			t.Logf("refused while %s's pods stopped, excused by test/upgrade/supported (%s): %s", from.Ref, release.AllowClosedOnStop, r)
 			continue
 		}
 		failed = append(failed, r.String())

@@ -54,7 +54,9 @@ func TestMain(m *testing.M) {
 	cfg.WarningHandler = rest.NoWarnings{}
 	kube = kubernetes.NewForConfigOrDie(cfg)
 	handrollClient = versioned.NewForConfigOrDie(cfg)
-	os.Exit(m.Run())
+	code := m.Run()
+	removeReleases()
+	os.Exit(code)
 }
 
 // realNamespace creates a namespace whose pods all go to the real node: the

@@ -474,6 +474,17 @@ var (
 // returns its trimmed output.
 func kubectl(t *testing.T, args ...string) string {
 	t.Helper()
+	cmd := exec.Command(kubectlPath(t), append([]string{"--kubeconfig=" + filepath.Join(root, ".local", "kubeconfig")}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// kubectlPath is the control plane's kubectl.
+func kubectlPath(t *testing.T) string {
+	t.Helper()
 	kubectlOnce.Do(func() {
 		out, err := exec.Command(filepath.Join(root, "hack", "testbin.sh"), "path").Output()
 		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
@@ -486,11 +497,5 @@ func kubectl(t *testing.T, args ...string) string {
 	if kubectlErr != nil {
 		t.Fatal(kubectlErr)
 	}
-	bin := kubectlBin
-	cmd := exec.Command(bin, append([]string{"--kubeconfig=" + filepath.Join(root, ".local", "kubeconfig")}, args...)...)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(string(out))
+	return kubectlBin
 }

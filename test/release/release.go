@@ -1,6 +1,8 @@
-// Package release checks out a previous release of handroll and builds it,
-// for the tests that upgrade from it (test/upgrade, and test/real's Helm
-// upgrade), and holds the writer both keep writing WebApps with while they
+// Package release checks out the releases of handroll an upgrade must
+// start from (the latest before this tree, and the oldest supported, named
+// in test/upgrade/supported) and builds them, for the tests that upgrade
+// from them (test/upgrade, and test/real's helm and install.yaml
+// upgrades), and holds the writer both keep writing WebApps with while they
 // do: an upgrade must refuse none of its writes.
 package release
 
@@ -16,77 +18,133 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/handroll/handroll/hack/releases/history"
 )
 
-// Release is a revision of handroll checked out in a git worktree of its own.
+// Release is a release of handroll checked out in a git worktree of its own.
 type Release struct {
-	Ref, Commit string
+	Ref, Commit string // the version, such as v0.1.0, and its commit
 	Dir         string // the worktree
 	root        string // the repository
 	allowances  map[string]bool
 }
 
-// AllowClosedOnStop is the allowance for a previous release whose webhook
-// server closes its idle keep-alive connections the moment it stops: a
-// call the API server sends on one just then fails with EOF, and the
-// write is refused. No later release can change how an earlier one stops.
+// AllowClosedOnStop is the allowance for a release whose webhook server
+// closes its idle keep-alive connections the moment it stops: a call the
+// API server sends on one just then fails with EOF, and the write is
+// refused. No later release can change how an earlier one stops.
 const AllowClosedOnStop = "webhook-connections-closed-on-stop"
 
 var knownAllowances = map[string]bool{AllowClosedOnStop: true}
 
-// Allows tells whether the file naming r excuses the known defect name.
+// Allows tells whether the supported file excuses the known defect name
+// for r.
 func (r *Release) Allows(name string) bool { return r.allowances[name] }
 
-// readRevision returns the first line of file that is neither blank nor a
-// # comment, a tag or a commit, and the allowances the lines after it name
-// ("allow NAME", each a known defect of that release).
-func readRevision(file string) (string, map[string]bool, error) {
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return "", nil, err
-	}
-	rev, allowances := "", map[string]bool{}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		switch {
-		case line == "" || strings.HasPrefix(line, "#"):
-		case rev == "":
-			rev = line
-		default:
-			name, ok := strings.CutPrefix(line, "allow ")
-			if !ok || !knownAllowances[strings.TrimSpace(name)] {
-				return "", nil, fmt.Errorf("%s: %q: want \"allow NAME\", NAME one of %v", file, line, slices.Collect(maps.Keys(knownAllowances)))
-			}
-			allowances[strings.TrimSpace(name)] = true
-		}
-	}
-	if rev == "" {
-		return "", nil, fmt.Errorf("%s names no revision", file)
-	}
-	return rev, allowances, nil
+// Supported is what the supported file says: the oldest release an upgrade
+// must start from, and each release's allowances.
+type Supported struct {
+	Oldest     string
+	Allowances map[string]map[string]bool // version → defect → excused
 }
 
-// CheckOut adds a detached worktree of the revision file names. A clone
-// without it (a shallow one, say) is an error that says so: the test must
-// not pass without having upgraded from anything.
-func CheckOut(root, file string) (*Release, error) {
-	ref, allowances, err := readRevision(file)
+// ReadSupported reads the supported file: lines "oldest vX.Y.Z" (one) and
+// "allow vX.Y.Z NAME", each NAME a known defect of that release; blank
+// lines and # comments are ignored.
+func ReadSupported(file string) (Supported, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return Supported{}, err
+	}
+	s := Supported{Allowances: map[string]map[string]bool{}}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for n := 1; sc.Scan(); n++ {
+		f := strings.Fields(sc.Text())
+		switch {
+		case len(f) == 0 || strings.HasPrefix(f[0], "#"):
+		case len(f) == 2 && f[0] == "oldest" && history.IsRelease(f[1]) && s.Oldest == "":
+			s.Oldest = f[1]
+		case len(f) == 3 && f[0] == "allow" && history.IsRelease(f[1]) && knownAllowances[f[2]]:
+			if s.Allowances[f[1]] == nil {
+				s.Allowances[f[1]] = map[string]bool{}
+			}
+			s.Allowances[f[1]][f[2]] = true
+		default:
+			return Supported{}, fmt.Errorf("%s:%d: %q: want \"oldest vX.Y.Z\" once, or \"allow vX.Y.Z NAME\", NAME one of %v",
+				file, n, sc.Text(), slices.Collect(maps.Keys(knownAllowances)))
+		}
+	}
+	if s.Oldest == "" {
+		return Supported{}, fmt.Errorf("%s names no oldest supported release", file)
+	}
+	return s, nil
+}
+
+// UpgradedFrom names the releases this tree (HEAD of root) must upgrade
+// from without rolling a pod: the latest release before it, found in
+// history as hack/releases finds it, and the oldest supported one that file
+// names, latest first, once each. A release the file names but history does
+// not know is an error, as is a clone without history (a shallow one): the
+// tests must not pass without having upgraded from anything.
+func UpgradedFrom(root, file string) ([]history.Release, Supported, error) {
+	s, err := ReadSupported(file)
+	if err != nil {
+		return nil, s, err
+	}
+	latest, err := history.Latest(root, "HEAD")
+	if err != nil {
+		return nil, s, fmt.Errorf("the latest release before HEAD: %w", err)
+	}
+	all, err := history.Find(root, "HEAD")
+	if err != nil {
+		return nil, s, err
+	}
+	for _, v := range append([]string{s.Oldest}, slices.Collect(maps.Keys(s.Allowances))...) {
+		if !slices.ContainsFunc(all, func(r history.Release) bool { return r.Version == v }) {
+			return nil, s, fmt.Errorf("%s names %s, which was never released (releases: %v)", file, v, all)
+		}
+	}
+	oldest := all[slices.IndexFunc(all, func(r history.Release) bool { return r.Version == s.Oldest })]
+	if oldest.Commit != latest.Commit {
+		ok, err := isAncestor(root, oldest.Commit, latest.Commit)
+		if err != nil {
+			return nil, s, err
+		}
+		if !ok {
+			return nil, s, fmt.Errorf("%s names %s as the oldest supported release, but it is not before the latest, %s", file, oldest, latest)
+		}
+		return []history.Release{latest, oldest}, s, nil
+	}
+	return []history.Release{latest}, s, nil
+}
+
+// CheckOutSupported checks out each release UpgradedFrom names, each with
+// its allowances, latest first; the caller removes them.
+func CheckOutSupported(root, file string) ([]*Release, error) {
+	found, s, err := UpgradedFrom(root, file)
 	if err != nil {
 		return nil, err
 	}
-	commit, err := git(root, "rev-parse", "--verify", "--quiet", ref+"^{commit}")
-	if err != nil {
-		why := ""
-		if shallow, _ := git(root, "rev-parse", "--is-shallow-repository"); shallow == "true" {
-			why = " (this is a shallow clone)"
-		}
-		return nil, fmt.Errorf("the previous release %q, named in %s, is not in this clone%s; "+
-			"the upgrade test builds it from the repository's history: fetch it (git fetch --unshallow --tags) or use a full clone",
-			ref, file, why)
-	}
 	removeLeftWorktrees(root)
-	dir, err := os.MkdirTemp("", worktreePrefix)
+	var out []*Release
+	for _, f := range found {
+		r, err := checkOut(root, f.Version, f.Commit)
+		if err != nil {
+			for _, o := range out {
+				_ = o.Remove()
+			}
+			return nil, err
+		}
+		r.allowances = s.Allowances[f.Version]
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// checkOut adds a detached worktree of commit.
+func checkOut(root, ref, commit string) (*Release, error) {
+	dir, err := os.MkdirTemp("", worktreePrefix+ref+"-")
 	if err != nil {
 		return nil, err
 	}
@@ -94,10 +152,10 @@ func CheckOut(root, file string) (*Release, error) {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	return &Release{Ref: ref, Commit: commit, root: root, Dir: dir, allowances: allowances}, nil
+	return &Release{Ref: ref, Commit: commit, root: root, Dir: dir}, nil
 }
 
-const worktreePrefix = "handroll-previous-release-"
+const worktreePrefix = "handroll-release-"
 
 // removeLeftWorktrees removes the worktrees that runs killed before they
 // could remove their own left behind (one run at a time per clone).
@@ -168,6 +226,15 @@ func WithoutMakeFlags(env []string) []string {
 		}
 	}
 	return out
+}
+
+func isAncestor(root, ancestor, commit string) (bool, error) {
+	err := exec.Command("git", "-C", root, "merge-base", "--is-ancestor", ancestor, commit).Run()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) && exit.ExitCode() == 1 {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 func git(dir string, args ...string) (string, error) {

@@ -12,8 +12,9 @@ import (
 
 var (
 	env *controlplane.ControlPlane
-	// previous is the previous release, checked out in a worktree.
-	previous *release.Release
+	// releases are the releases upgraded from, latest first (the latest
+	// before this tree and the oldest supported), each in a worktree.
+	releases []*release.Release
 )
 
 func TestMain(m *testing.M) {
@@ -30,22 +31,27 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	previous, err = release.CheckOut(root, filepath.Join(root, "test", "upgrade", "previous-release"))
+	releases, err = release.CheckOutSupported(root, filepath.Join(root, "test", "upgrade", "supported"))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "test/upgrade: %v\n", err)
 		return 1
 	}
 	defer func() {
-		if err := previous.Remove(); err != nil {
-			fmt.Fprintf(os.Stderr, "test/upgrade: %v\n", err)
+		for _, r := range releases {
+			if err := r.Remove(); err != nil {
+				fmt.Fprintf(os.Stderr, "test/upgrade: %v\n", err)
+			}
 		}
 	}()
-	// The cluster starts as the previous release left it: its CRD.
+	for _, r := range releases {
+		fmt.Printf("test/upgrade: upgrading from %s (%s)\n", r.Ref, r.Commit)
+	}
+	// The cluster starts as the oldest release left it: its CRD.
 	// The gate lets sharded replicas narrow their caches
 	// (TestShardedUpgradeRollsNoPods); one leader does not use it.
 	return controlplane.RunTests(m, controlplane.Options{
 		Nodes:         2,
-		CRDDirs:       []string{filepath.Join(previous.Dir, "manifests", "crd")},
+		CRDDirs:       []string{filepath.Join(releases[len(releases)-1].Dir, "manifests", "crd")},
 		APIServerArgs: []string{"--feature-gates=ShardedListAndWatch=true"},
 	}, &env)
 }

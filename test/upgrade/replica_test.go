@@ -118,9 +118,9 @@ func reconciles(t *testing.T, replicas ...*replica) []operator.ReconcileInterval
 	return intervals
 }
 
-// buildReleases builds the previous release and this tree, and returns
-// their binaries.
-func buildReleases(t *testing.T) (previousBin, currentBin string) {
+// buildReleases builds the release from and this tree, and returns their
+// binaries.
+func buildReleases(t *testing.T, from *release.Release) (previousBin, currentBin string) {
 	t.Helper()
 	root, err := controlplane.RepoRoot()
 	if err != nil {
@@ -128,7 +128,7 @@ func buildReleases(t *testing.T) (previousBin, currentBin string) {
 	}
 	bins := t.TempDir()
 	previousBin, currentBin = filepath.Join(bins, "handroll-previous"), filepath.Join(bins, "handroll-current")
-	release.Build(t, previous.Dir, previousBin)
+	release.Build(t, from.Dir, previousBin)
 	release.Build(t, root, currentBin)
 	return previousBin, currentBin
 }
@@ -190,7 +190,7 @@ func converged(w *handrollv1.WebApp) string {
 }
 
 // waitQuiet waits until nothing in ns has changed for three seconds: the
-// previous release has settled, and the cluster's controllers too.
+// release upgraded from has settled, and the cluster's controllers too.
 func waitQuiet(ctx context.Context, t *testing.T, dyn dynamic.Interface, ns string) {
 	t.Helper()
 	versions := func() (map[string]string, error) {
@@ -223,6 +223,6 @@ func waitQuiet(ctx context.Context, t *testing.T, dyn dynamic.Interface, ns stri
 		return quiet, nil
 	})
 	if err != nil {
-		t.Fatalf("%s did not settle under the previous release: %v", ns, err)
+		t.Fatalf("%s did not settle under the release upgraded from: %v", ns, err)
 	}
 }

@@ -22,10 +22,12 @@ import (
 	"github.com/handroll/handroll/pkg/shard"
 	"github.com/handroll/handroll/test/controlplane"
 	"github.com/handroll/handroll/test/operator"
+	"github.com/handroll/handroll/test/release"
 )
 
-// TestShardedUpgradeRollsNoPods upgrades sharded replicas of the previous
-// release, which split the WebApps by namespace, to this tree's, which
+// TestShardedUpgradeRollsNoPods upgrades sharded replicas of each release
+// upgraded from (the latest before this tree, and the oldest supported),
+// which split the WebApps by namespace, to this tree's, which
 // split them by uid and label each child with its owner's bucket, as a
 // rolling Deployment replaces its pods one by one. Nobody's pods roll: no
 // Deployment's generation or pod template changes, no pod is replaced;
@@ -37,30 +39,36 @@ func TestShardedUpgradeRollsNoPods(t *testing.T) {
 	if env == nil {
 		t.Skip("needs the local control plane; not started under -short")
 	}
+	for _, from := range releases {
+		t.Run(from.Ref, func(t *testing.T) { shardedUpgradeRollsNoPods(t, from) })
+	}
+}
+
+func shardedUpgradeRollsNoPods(t *testing.T, from *release.Release) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	root, err := controlplane.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	oldBin, newBin := buildReleases(t)
+	oldBin, newBin := buildReleases(t, from)
 
 	kube, hc := env.KubeClient(t), env.HandrollClient(t)
 	dyn := dynamic.NewForConfigOrDie(env.Config)
 	ext := apiextensionsclient.NewForConfigOrDie(env.Config)
 	opNS := namespace(ctx, t, "handroll-shards")
-	// Namespaces numbered at the end: the previous release put all of them
-	// in one range.
+	// Namespaces numbered at the end: a release that splits by namespace
+	// (v0.1.0) puts all of them in one range.
 	namespaces := []string{namespace(ctx, t, "team-00"), namespace(ctx, t, "team-01")}
 	certDir, caBundle, svc, url := newWebhookEndpoint(t)
 	shards := []string{"--shards=4", "--leader-elect-resource-name=handroll-shards",
 		"--leader-elect-lease-duration=6s", "--leader-elect-renew-deadline=4s", "--leader-elect-retry-period=500ms"}
 	start := func(bin string) *replica { return startReplica(t, bin, opNS, certDir, svc, shards...) }
 
-	// The cluster as the previous release leaves it, its webhooks served by
+	// The cluster as the release leaves it, its webhooks served by
 	// the replicas (and no longer by another test's).
-	readManifests(t, previous.Dir).applyCRDs(ctx, t, ext, url, caBundle)
-	readManifests(t, previous.Dir).applyWebhooks(ctx, t, kube, url, caBundle)
+	readManifests(t, from.Dir).applyCRDs(ctx, t, ext, url, caBundle)
+	readManifests(t, from.Dir).applyWebhooks(ctx, t, kube, url, caBundle)
 	old := []*replica{start(oldBin), start(oldBin)}
 	names := map[string][]string{}
 	for i := range 12 {
@@ -98,7 +106,7 @@ func TestShardedUpgradeRollsNoPods(t *testing.T) {
 		next = append(next, start(newBin))
 		svc.remove(o.addr)
 		if err := o.op.Stop(t, syscall.SIGTERM, 45*time.Second); err != nil {
-			t.Errorf("the previous release did not stop cleanly on SIGTERM: %v", err)
+			t.Errorf("the release did not stop cleanly on SIGTERM: %v", err)
 		}
 	}
 
@@ -165,7 +173,7 @@ func TestShardedUpgradeRollsNoPods(t *testing.T) {
 		t.Errorf("two replicas reconciled one WebApp at overlapping times:\n%s", strings.Join(both, "\n"))
 	}
 	t.Logf("sharded upgrade from %s (%s): %d WebApps in %v, %d pods kept, every child labelled with its bucket",
-		previous.Ref, previous.Commit[:12], len(names[namespaces[0]])+len(names[namespaces[1]]), namespaces, len(podsAfter))
+		from.Ref, from.Commit[:12], len(names[namespaces[0]])+len(names[namespaces[1]]), namespaces, len(podsAfter))
 }
 
 // oneWebAppAtOnce returns the reconciles of a WebApp in namespaces by two

@@ -41,7 +41,8 @@ const (
 	settle = 5 * time.Second
 )
 
-// TestUpgradeRollsNoPods upgrades from the previous release to this tree as
+// TestUpgradeRollsNoPods upgrades from each release (the latest before this
+// tree, and the oldest supported) to this tree as
 // a user does, CRD first, then the operator, one process replacing the
 // other as a rolling Deployment's pods do, and shows that nobody's pods
 // roll: no Deployment's generation or pod template changes, no child is
@@ -53,6 +54,14 @@ func TestUpgradeRollsNoPods(t *testing.T) {
 	if env == nil {
 		t.Skip("needs the local control plane; not started under -short")
 	}
+	for i, from := range releases {
+		t.Run(from.Ref, func(t *testing.T) { upgradeRollsNoPods(t, from, 30080+int32(i)) })
+	}
+}
+
+// upgradeRollsNoPods upgrades from the release from; fixedNodePort is the
+// node port its measured WebApps ask for, one no earlier upgrade holds.
+func upgradeRollsNoPods(t *testing.T, from *release.Release, fixedNodePort int32) {
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -60,7 +69,7 @@ func TestUpgradeRollsNoPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	oldBin, newBin := buildReleases(t)
+	oldBin, newBin := buildReleases(t, from)
 	built := time.Since(began)
 	// Whether this release may change existing WebApps' children.
 	why, err := rollsPods(root)
@@ -76,11 +85,11 @@ func TestUpgradeRollsNoPods(t *testing.T) {
 	certDir, caBundle, svc, url := newWebhookEndpoint(t)
 	start := func(bin string) *replica { return startReplica(t, bin, opNS, certDir, svc) }
 
-	// The cluster as the previous release leaves it.
-	readManifests(t, previous.Dir).applyCRDs(ctx, t, ext, url, caBundle)
-	readManifests(t, previous.Dir).applyWebhooks(ctx, t, kube, url, caBundle)
+	// The cluster as the release leaves it.
+	readManifests(t, from.Dir).applyCRDs(ctx, t, ext, url, caBundle)
+	readManifests(t, from.Dir).applyWebhooks(ctx, t, kube, url, caBundle)
 	old := start(oldBin)
-	names := createMeasured(ctx, t, kube, hc, ns)
+	names := createMeasured(ctx, t, kube, hc, ns, fixedNodePort)
 	written := release.CreateWritten(ctx, t, hc, writtenNS, image, 3)
 	waitConverged(ctx, t, hc, kube, ns, names)
 	waitConverged(ctx, t, hc, kube, writtenNS, written)
@@ -102,7 +111,7 @@ func TestUpgradeRollsNoPods(t *testing.T) {
 	go func() { defer close(writing); w.Run(wctx, 40*time.Millisecond) }()
 	time.Sleep(2 * time.Second)
 	if n, _, refused := w.Figures(); n == 0 || len(refused) > 0 {
-		t.Fatalf("with the previous release alone, the writer's writes: %d accepted, refused: %v", n, refused)
+		t.Fatalf("with the release alone, the writer's writes: %d accepted, refused: %v", n, refused)
 	}
 
 	// The upgrade: the CRD and the webhook configurations first, then the
@@ -118,7 +127,7 @@ func TestUpgradeRollsNoPods(t *testing.T) {
 	svc.remove(old.addr)
 	stopped := time.Now()
 	if err := old.op.Stop(t, syscall.SIGTERM, 45*time.Second); err != nil {
-		t.Errorf("the previous release did not stop cleanly on SIGTERM: %v", err)
+		t.Errorf("the release did not stop cleanly on SIGTERM: %v", err)
 	}
 	exited, _ := old.op.ExitedAt()
 	var keys []string
@@ -157,7 +166,7 @@ func TestUpgradeRollsNoPods(t *testing.T) {
 
 	// Refused writes: the webhooks must have been served throughout.
 	writes, conflicts, refused := w.Figures()
-	excused := checkRefused(t, refused, writes, stopped, exited)
+	excused := checkRefused(t, from, refused, writes, stopped, exited)
 	changed := childChange(t, why)
 	childWrites, statusOnly, webappStatusWrites := checkWrites(t, append(recs, directory), settled, changed)
 	rolled := checkDeployments(recs[1], changed)
@@ -169,14 +178,14 @@ func TestUpgradeRollsNoPods(t *testing.T) {
 	conns, connRefused := svc.counts()
 	t.Logf(`upgrade from %s (%s) to this tree:
   WebApps measured: %d (%d pods), in %s; written by the writer: %d, in %s
-  writer: %d writes accepted during the replacement (CRD applied until the new process had reconciled every WebApp), %d in all, %d conflicts (read again for the next write), %d refused (%d of them excused by previous-release)
+  writer: %d writes accepted during the replacement (CRD applied until the new process had reconciled every WebApp), %d in all, %d conflicts (read again for the next write), %d refused (%d of them excused by test/upgrade/supported)
   webhook Service connections: previous %d, current %d, refused %d
   WebApps, children and directory written (metadata, spec, data): %d; Deployments whose generation or pod template changed: %d; pods replaced: %d of %d
   status-only changes of children (by the cluster's controllers): %d
   WebApp status writes by the new process: %d of %d WebApps, conditions added: %v
   hand-over: the old process exited %s after SIGTERM; the new one reconciled first %s after that, every WebApp %s after it
   time: builds %s, replacement %s, whole test %s`,
-		previous.Ref, previous.Commit[:12],
+		from.Ref, from.Commit[:12],
 		len(names), len(podsBefore), ns, len(written), writtenNS,
 		writesDuring, writes, conflicts, len(refused), excused,
 		conns[old.addr], conns[next.addr], connRefused,
@@ -238,19 +247,19 @@ func checkWrites(t *testing.T, recs []*recorder, settledAt time.Time, changed fu
 }
 
 // checkRefused fails t for every refused write, but for those the
-// previous-release file excuses: a webhook call that found its connection
-// closed while the previous release stopped (from its SIGTERM until just
-// after it exited), which only the previous release's own code could have
+// supported file excuses for the release from: a webhook call that found
+// its connection closed while that release stopped (from its SIGTERM until
+// just after it exited), which only the release's own code could have
 // avoided. It returns how many it excused.
-func checkRefused(t *testing.T, refused []release.Refusal, writes int, stopped, exited time.Time) int {
+func checkRefused(t *testing.T, from *release.Release, refused []release.Refusal, writes int, stopped, exited time.Time) int {
 	t.Helper()
 	var failed []string
 	excused := 0
 	for _, r := range refused {
-		if previous.Allows(release.AllowClosedOnStop) && r.ClosedConnection() &&
+		if from.Allows(release.AllowClosedOnStop) && r.ClosedConnection() &&
 			!r.At.Before(stopped) && r.At.Before(exited.Add(500*time.Millisecond)) {
 			excused++
-			t.Logf("refused while the previous release stopped, excused by previous-release (%s): %s", release.AllowClosedOnStop, r)
+			t.Logf("refused while %s stopped, excused by test/upgrade/supported (%s): %s", from.Ref, release.AllowClosedOnStop, r)
 			continue
 		}
 		failed = append(failed, r.String())

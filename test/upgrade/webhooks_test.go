@@ -25,7 +25,7 @@ const handOvers = 4
 // TestRestartRefusesNoWrite replaces this tree's operator by itself, as a
 // rolling update of the next release (or a `kubectl rollout restart`)
 // does, while writers keep writing through the webhooks. Unlike the
-// upgrade from the previous release, nothing is excused: a webhook call the
+// upgrade from an older release, nothing is excused: a webhook call the
 // API server sent while a process stopped must reach a process that
 // answers it.
 func TestRestartRefusesNoWrite(t *testing.T) {

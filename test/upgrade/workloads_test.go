@@ -21,7 +21,9 @@ const image = "nginx:1.27"
 // measured are the WebApps whose children must come through the upgrade
 // untouched: every feature of the spec, alone and together, replicas 0, 1
 // and many, and one that cannot progress (its Deployment's name is taken).
-func measured() []*handrollv1.WebApp {
+// fixedNodePort is the node port one of them asks for: a node port is the
+// cluster's, so each upgrade in a run asks for its own.
+func measured(fixedNodePort int32) []*handrollv1.WebApp {
 	nodePort := ptr.To(handrollv1.ServiceTypeNodePort)
 	resources := corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
@@ -41,7 +43,7 @@ func measured() []*handrollv1.WebApp {
 		w("clusterip", 1, handrollv1.WebAppSpec{Port: ptr.To[int32](9000),
 			Service: &handrollv1.WebAppService{Type: ptr.To(handrollv1.ServiceTypeClusterIP), Port: ptr.To[int32](9090)}}),
 		w("nodeport", 1, handrollv1.WebAppSpec{Service: &handrollv1.WebAppService{Type: nodePort}}),
-		w("nodeport-fixed", 1, handrollv1.WebAppSpec{Service: &handrollv1.WebAppService{Type: nodePort, Port: ptr.To[int32](8000), NodePort: 30080}}),
+		w("nodeport-fixed", 1, handrollv1.WebAppSpec{Service: &handrollv1.WebAppService{Type: nodePort, Port: ptr.To[int32](8000), NodePort: fixedNodePort}}),
 		w("resources", 5, handrollv1.WebAppSpec{Resources: resources}),
 		w("everything", 3, handrollv1.WebAppSpec{
 			Port: ptr.To[int32](8081), Env: emptyEnv, Resources: resources,
@@ -56,7 +58,7 @@ func measured() []*handrollv1.WebApp {
 // createMeasured creates the measured WebApps in ns, with what they need
 // first: the user's ConfigMap, and the foreign Deployment that takes
 // "taken"'s name. One more is written as v1alpha1.
-func createMeasured(ctx context.Context, t *testing.T, kube kubernetes.Interface, hc versioned.Interface, ns string) (names []string) {
+func createMeasured(ctx context.Context, t *testing.T, kube kubernetes.Interface, hc versioned.Interface, ns string, fixedNodePort int32) (names []string) {
 	t.Helper()
 	if _, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "settings"},
@@ -78,7 +80,7 @@ func createMeasured(ctx context.Context, t *testing.T, kube kubernetes.Interface
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range measured() {
+	for _, w := range measured(fixedNodePort) {
 		if _, err := hc.HandrollV1().WebApps(ns).Create(ctx, w, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("creating WebApp %s: %v", w.Name, err)
 		}
