@@ -361,20 +361,27 @@ func imageTag(img string) string { return img[strings.LastIndex(img, ":")+1:] }
 func writeHelmValues(t *testing.T) string {
 	t.Helper()
 	name, tag, _ := strings.Cut(helmImage, ":")
-	path := filepath.Join(t.TempDir(), "values.yaml")
-	body := fmt.Sprintf(`manager:
-  image:
+	return writeNodeValues(t, fmt.Sprintf(`  image:
     repository: %s
     tag: %q
     pullPolicy: Always
-  nodeSelector:
+`, name, tag))
+}
+
+// writeNodeValues writes values that put the operator on the real node,
+// with more of manager's values (indented under it) if given.
+func writeNodeValues(t *testing.T, manager string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "values.yaml")
+	body := fmt.Sprintf(`manager:
+%s  nodeSelector:
     %s: "true"
   tolerations:
   - key: %s
     operator: Equal
     value: "true"
     effect: NoSchedule
-`, name, tag, controlplane.RealNodeLabel, controlplane.RealNodeTaint)
+`, manager, controlplane.RealNodeLabel, controlplane.RealNodeTaint)
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}

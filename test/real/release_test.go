@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,7 +18,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
-	"github.com/handroll/handroll/test/controlplane"
 )
 
 // The repository a release of this tree is made for in the test: the
@@ -100,7 +98,7 @@ func TestReleaseIsSignedAndVerifiable(t *testing.T) {
 		ns := realNamespace(t, "release-ops", map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
 		t.Cleanup(func() { cleanUpHelm(t, helm, ns) })
 		runHelm(t, helm, "install", "handroll", "oci://"+filepath.Join(cluster.Node.Registry, "charts", "handroll"),
-			"--version", chartVersion, "--plain-http", "-n", ns, "-f", writeNodeValues(t))
+			"--version", chartVersion, "--plain-http", "-n", ns, "-f", writeNodeValues(t, ""))
 		kubectl(t, "-n", ns, "rollout", "status", "deployment/handroll", "--timeout=180s")
 		got := kubectl(t, "-n", ns, "get", "deployment/handroll", "-o", "jsonpath={.spec.template.spec.containers[0].image}")
 		if want := releaseRepo + "@" + digest; got != want {
@@ -293,24 +291,4 @@ func changedCopy(t *testing.T, file string) string {
 		t.Fatal(err)
 	}
 	return out
-}
-
-// writeNodeValues writes the values that put the operator on the real
-// node, and nothing about its image: the chart's own default runs.
-func writeNodeValues(t *testing.T) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "values.yaml")
-	body := fmt.Sprintf(`manager:
-  nodeSelector:
-    %s: "true"
-  tolerations:
-  - key: %s
-    operator: Equal
-    value: "true"
-    effect: NoSchedule
-`, controlplane.RealNodeLabel, controlplane.RealNodeTaint)
-	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
