@@ -3,7 +3,6 @@ package chart
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -52,7 +51,7 @@ func TestConversionInAnyNamespace(t *testing.T) {
 
 	// The replica is published behind the chart's Service, as the
 	// endpoints controller would publish the pod.
-	hostIP, port := hostAddress(t), operator.FreePort(t)
+	hostIP, port := controlplane.HostAddress(t), operator.FreePort(t)
 	if _, err := kube.DiscoveryV1().EndpointSlices(ns).Create(ctx, &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   "handroll-webhook-test",
@@ -207,22 +206,4 @@ func managers(crd *apiextensionsv1.CustomResourceDefinition) string {
 		out = append(out, m.Manager+" "+string(m.Operation))
 	}
 	return strings.Join(out, ", ")
-}
-
-// hostAddress is an address of this machine that an EndpointSlice may
-// hold (not loopback, which the API server refuses there) and at which the
-// operator's webhook server, bound to every interface, answers.
-func hostAddress(t *testing.T) string {
-	t.Helper()
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && n.IP.IsGlobalUnicast() {
-			return n.IP.String()
-		}
-	}
-	t.Skip("no non-loopback IPv4 address on this machine for the webhook's EndpointSlice")
-	return ""
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -134,4 +135,23 @@ func WithToken(token string) func(*clientcmdapi.Config) {
 			auth.Token = token
 		}
 	}
+}
+
+// HostAddress is an address of this machine that an EndpointSlice may hold
+// (not loopback, which the API server refuses there) and at which a
+// process serving on every interface answers the API server. A machine
+// without one skips t.
+func HostAddress(t testing.TB) string {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && n.IP.IsGlobalUnicast() {
+			return n.IP.String()
+		}
+	}
+	t.Skip("no non-loopback IPv4 address on this machine for an EndpointSlice")
+	return ""
 }

@@ -3,7 +3,6 @@ package conversion
 import (
 	"context"
 	"fmt"
-	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -96,7 +95,7 @@ func storedAtV1alpha1(t *testing.T) *fixture {
 
 	// The webhook Service as the manifests make it, with the serving
 	// certificate for its name; its endpoints are published by the test.
-	f.hostIP = hostAddress(t)
+	f.hostIP = controlplane.HostAddress(t)
 	// Built before the port is chosen: a build on a busy machine is a
 	// long time for another test to take a port found free.
 	operator.Binary(t)
@@ -271,22 +270,4 @@ func poll(t *testing.T, timeout time.Duration, what string, cond func(context.Co
 		}
 		t.Fatal(msg)
 	}
-}
-
-// hostAddress is an address of this machine that an EndpointSlice may
-// hold (not loopback, which the API server refuses there) and at which the
-// operator's webhook server, bound to every interface, answers.
-func hostAddress(t *testing.T) string {
-	t.Helper()
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && n.IP.IsGlobalUnicast() {
-			return n.IP.String()
-		}
-	}
-	t.Skip("no non-loopback IPv4 address on this machine for the webhook's EndpointSlice")
-	return ""
 }
