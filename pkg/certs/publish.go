@@ -75,12 +75,24 @@ func (m *Manager) syncCAConfigMap(name string) syncFunc {
 // certificate from one CA to the next: a new CA signs it only once the
 // Secret's tls.crt is signed by that CA too, that is once the bundle
 // holding it has been in every target (the CA ConfigMap among them) for
-// the propagation delay. Only the worker calls refresh.
+// the propagation delay, and once the CA has been published for
+// metricsDelay. Only the worker calls refresh.
 type metricsCert struct {
 	names    sans
 	validity time.Duration
 	served   atomic.Pointer[tls.Certificate]
 }
+
+// maxMetricsDelay is how long a new CA must have been published before it
+// signs a metrics certificate: the time a Prometheus takes to trust it,
+// the Prometheus Operator copying the ConfigMap into a Secret of
+// Prometheus's pod and the kubelet updating that volume, a minute or two.
+// The API servers the webhooks' PropagationDelay waits for read the
+// objects as they change; the kubelet does not. A short validity (tests)
+// waits a tenth of it instead.
+const maxMetricsDelay = 5 * time.Minute
+
+func (c *metricsCert) delay() time.Duration { return min(maxMetricsDelay, c.validity/10) }
 
 // refresh issues a new certificate when the one served is missing,
 // expired, signed by no CA of the Secret's bundle, behind the webhook's
@@ -110,10 +122,14 @@ func (c *metricsCert) refresh(s *corev1.Secret, now time.Time) (time.Time, error
 	if signing == nil {
 		return time.Time{}, nil
 	}
-	webhook, err := parsePair(s.Data[KeyServingCert], s.Data[KeyServingKey])
-	switched := err == nil && signedBy(webhook.Leaf, signing.cert)
-
-	reason, next := c.keep(cas, signing.cert, switched, now)
+	// When the signing CA may sign this certificate: never before the
+	// webhook's has moved to it.
+	var switchAt time.Time
+	if webhook, err := parsePair(s.Data[KeyServingCert], s.Data[KeyServingKey]); err == nil && signedBy(webhook.Leaf, signing.cert) {
+		published, _ := time.Parse(time.RFC3339Nano, s.Annotations[AnnotationCAPublishedAt])
+		switchAt = laterOf(published.Add(c.delay()), webhook.Leaf.NotBefore)
+	}
+	reason, next := c.keep(cas, signing.cert, switchAt, now)
 	if reason == "" {
 		return next, nil
 	}
@@ -128,8 +144,9 @@ func (c *metricsCert) refresh(s *corev1.Secret, now time.Time) (time.Time, error
 }
 
 // keep says why the certificate served must be replaced, or, when it may
-// stay, when to look again.
-func (c *metricsCert) keep(cas []*x509.Certificate, signing *x509.Certificate, switched bool, now time.Time) (reason string, next time.Time) {
+// stay, when to look again. switchAt is when signing may replace the CA
+// of a certificate it did not sign; zero: not yet known.
+func (c *metricsCert) keep(cas []*x509.Certificate, signing *x509.Certificate, switchAt, now time.Time) (reason string, next time.Time) {
 	cur := c.served.Load()
 	if cur == nil {
 		return "none yet", time.Time{}
@@ -146,11 +163,14 @@ func (c *metricsCert) keep(cas []*x509.Certificate, signing *x509.Certificate, s
 		return "expired", time.Time{}
 	case issuer == nil:
 		return "signed by no CA of the bundle", time.Time{}
-	case issuer != signing && switched:
-		return "the webhook certificate is signed by CA " + signing.Subject.CommonName, time.Time{}
+	case issuer != signing && !switchAt.IsZero() && !now.Before(switchAt):
+		return "CA " + signing.Subject.CommonName + " signs the webhook certificate and has been published for " + c.delay().String(), time.Time{}
 	case issuer != signing:
 		// As the webhook's: kept past its renewal if need be, until the
 		// new CA has been published everywhere.
+		if !switchAt.IsZero() {
+			return "", earliest(leaf.NotAfter, switchAt)
+		}
 		return "", leaf.NotAfter
 	case !now.Before(renewAt(leaf)):
 		return "two thirds through its life", time.Time{}

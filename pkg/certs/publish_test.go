@@ -11,7 +11,7 @@ import (
 )
 
 func secretOf(s stored) *corev1.Secret {
-	return &corev1.Secret{Data: s.data}
+	return withPlan(&corev1.Secret{}, plan{data: s.data, publishedAt: s.publishedAt})
 }
 
 // refreshOK runs refresh and returns the certificate served after it.
@@ -83,15 +83,26 @@ func TestMetricsCertificateFollowsTheWebhookCertificate(t *testing.T) {
 		t.Errorf("next %v while waiting, want its expiry %v", next, before.NotAfter)
 	}
 
-	// The webhook's certificate signed by the new CA: this one follows.
+	// The webhook's certificate signed by the new CA: this one follows
+	// once the CA has been published for the time Prometheus takes to
+	// trust it, and says when that is.
 	trusted := caDue.Add(time.Second)
 	s = apply(s, decideOK(t, p, s, trusted.Add(p.delay), trusted))
 	if !signedBy(parse(t, s).serving, during.signing) {
 		t.Fatal("the test wants the webhook's certificate on the new CA")
 	}
-	switched, _ := refreshOK(t, c, s, trusted.Add(p.delay))
+	switchAt := caDue.Add(c.delay())
+	if c.delay() <= p.delay {
+		t.Fatalf("metrics delay %v: want it past the webhook's %v", c.delay(), p.delay)
+	}
+	kept, next = refreshOK(t, c, s, trusted.Add(p.delay))
+	if !kept.Equal(before) || !next.Equal(switchAt) {
+		t.Fatalf("the webhook's certificate moved %v after the CA was published: switched %v, next %v; want kept until %v",
+			trusted.Add(p.delay).Sub(caDue), !kept.Equal(before), next, switchAt)
+	}
+	switched, _ := refreshOK(t, c, s, switchAt)
 	if !signedBy(switched, during.signing) {
-		t.Error("still signed by the old CA after the webhook's certificate moved")
+		t.Error("still signed by the old CA after the webhook's certificate moved and the delay passed")
 	}
 }
 
