@@ -109,18 +109,16 @@ func (c *metricsCert) refresh(s *corev1.Secret, now time.Time) (time.Time, error
 			cas = append(cas, ca)
 		}
 	}
-	key, err := parseKey(s.Data[KeyCAKey])
-	if err != nil {
-		return time.Time{}, nil
-	}
 	var signing *keyPair
-	for _, ca := range cas {
-		if matches(key, ca) {
-			signing = &keyPair{cert: ca, key: key}
+	if key, err := parseKey(s.Data[KeyCAKey]); err == nil {
+		for _, ca := range cas {
+			if matches(key, ca) {
+				signing = &keyPair{cert: ca, key: key}
+			}
 		}
 	}
 	if signing == nil {
-		return time.Time{}, nil
+		return time.Time{}, nil // the decision writes one that signs
 	}
 	// When the signing CA may sign this certificate: never before the
 	// webhook's has moved to it.

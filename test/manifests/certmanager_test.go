@@ -172,8 +172,8 @@ func checkCertManagerBuild(t *testing.T, ns string, objs, without built) {
 	wantArgs := slices.DeleteFunc(wantDep.Spec.Template.Spec.Containers[0].Args, func(a string) bool {
 		return strings.HasPrefix(a, "--metrics-ca-configmap=")
 	})
-	wantDep.Spec.Template.Spec.Containers[0].Args = append(wantArgs,
-		"--webhook-cert-dir="+dirOf(c.Args, "--webhook-cert-dir"), "--metrics-cert-dir="+dirOf(c.Args, "--metrics-cert-dir"))
+	wantArgs = append(wantArgs, "--webhook-cert-dir="+dirOf(c.Args, "--webhook-cert-dir"), "--metrics-cert-dir="+dirOf(c.Args, "--metrics-cert-dir"))
+	wantDep.Spec.Template.Spec.Containers[0].Args = wantArgs
 	if !apiequality.Semantic.DeepEqual(wantDep, dep) {
 		t.Errorf("manifests/certmanager changes the Deployment beyond the two volumes and flags, and dropping --metrics-ca-configmap: args %q", c.Args)
 	}
