@@ -121,11 +121,11 @@ func (c *metricsCert) refresh(s *corev1.Secret, now time.Time) (time.Time, error
 		return time.Time{}, nil // the decision writes one that signs
 	}
 	// When the signing CA may sign this certificate: never before the
-	// webhook's has moved to it.
+	// webhook's has moved to it. An unreadable annotation: at once.
 	var switchAt time.Time
 	if webhook, err := parsePair(s.Data[KeyServingCert], s.Data[KeyServingKey]); err == nil && signedBy(webhook.Leaf, signing.cert) {
 		published, _ := time.Parse(time.RFC3339Nano, s.Annotations[AnnotationCAPublishedAt])
-		switchAt = laterOf(published.Add(c.delay()), webhook.Leaf.NotBefore)
+		switchAt = published.Add(c.delay())
 	}
 	reason, next := c.keep(cas, signing.cert, switchAt, now)
 	if reason == "" {
