@@ -522,9 +522,8 @@ func TestNotesNameTheReaderSubjects(t *testing.T) {
 		"handroll-metrics." + defaultNamespace + ".svc",
 		"Prometheus's scrapes are refused (403)",
 		"Secret prometheus-token",
-		"--set 'metrics.reader.subjects[0].kind=ServiceAccount'",
-		"--set 'metrics.reader.subjects[0].name=<its name>'",
-		"--set 'metrics.reader.subjects[0].namespace=<its namespace>'",
+		"helm upgrade handroll --reuse-values --set 'metrics.reader.subjects[0].kind=ServiceAccount," +
+			"metrics.reader.subjects[0].name=<its name>,metrics.reader.subjects[0].namespace=<its namespace>'",
 		"--clusterrole=handroll-metrics-reader",
 	} {
 		if !strings.Contains(unbound, want) {
