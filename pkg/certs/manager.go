@@ -210,10 +210,9 @@ func (m *Manager) processNext(ctx context.Context) bool {
 // sync is the whole check. First the bundle of the Secret as cached is
 // injected, so that the decision sees whether this replica has found it
 // everywhere; then the Secret is brought up to date, and the metrics
-// certificate with it. A write to the Secret
-// comes back through the watch and runs sync again, which injects the new
-// bundle. settled is false when some target was missing, to look again
-// sooner than the resync.
+// certificate with it. A write to the Secret comes back through the watch
+// and runs sync again, which injects the new bundle. settled is false when
+// some target was missing, to look again sooner than the resync.
 func (m *Manager) sync(ctx context.Context) (next time.Time, settled bool, err error) {
 	cached, err := m.secrets.Get(m.opts.SecretName)
 	if err != nil && !apierrors.IsNotFound(err) {
