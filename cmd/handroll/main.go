@@ -35,6 +35,7 @@ type options struct {
 	pprofAddr        string
 	metricsSecure    bool
 	metricsCertDir   string
+	metricsCA        metricsCAOptions
 	webhookPort      int
 	webhookCertDir   string
 	webhookURL       string
@@ -64,8 +65,10 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.kubeAPIGzip, "kube-api-compression", false, "Ask the API server to gzip its large responses and watch streams. Off, as in kube-controller-manager and kube-scheduler: next to the API server, compressing costs both sides more CPU than it saves in time; turn it on over a slow link. A kubeconfig's disable-compression: true wins.")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus /metrics endpoint; 0 disables it.")
 	fs.StringVar(&o.healthAddr, "health-probe-bind-address", ":8081", "Address of /healthz, /livez and /readyz; 0 disables them.")
-	fs.BoolVar(&o.metricsSecure, "metrics-secure", false, "Serve /metrics over HTTPS (a self-signed certificate unless --metrics-cert-dir) and allow only callers whose bearer token passes a TokenReview and whom RBAC allows to get the /metrics URL.")
-	fs.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "Directory holding the metrics server's tls.crt and tls.key (as cert-manager mounts them), reloaded when they change, so that scrapers can verify it; needs --metrics-secure. Empty: a self-signed certificate made in memory.")
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", false, "Serve /metrics over HTTPS (a self-signed certificate unless --metrics-cert-dir or --metrics-ca-configmap) and allow only callers whose bearer token passes a TokenReview and whom RBAC allows to get the /metrics URL.")
+	fs.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "Directory holding the metrics server's tls.crt and tls.key (as cert-manager mounts them), reloaded when they change, so that scrapers can verify it; needs --metrics-secure. Empty: a self-signed certificate made in memory, unless --metrics-ca-configmap.")
+	fs.StringVar(&o.metricsCA.configMap, "metrics-ca-configmap", "", "ConfigMap in --operator-namespace into which the self-managed CA bundle is published (key ca.crt) and kept current through CA rotations; the metrics server's certificate is then signed by that CA for the DNS names of --metrics-service-name, so that scrapers can verify it with the ConfigMap alone. Needs --metrics-secure and the self-managed webhook certificates. Empty: neither.")
+	fs.StringVar(&o.metricsCA.serviceName, "metrics-service-name", "handroll-metrics", "Service in --operator-namespace in front of /metrics; its DNS names are in the metrics certificate that --metrics-ca-configmap has signed.")
 	fs.IntVar(&o.webhookPort, "webhook-port", 9443, "Port of the HTTPS admission webhook server; 0 disables it.")
 	fs.StringVar(&o.webhookCertDir, "webhook-cert-dir", "", "Directory holding the webhook's tls.crt and tls.key (as cert-manager mounts them), reloaded when they change. Empty: handroll makes, shares and rotates its own certificates (see --webhook-secret-name).")
 	fs.StringVar(&o.webhookURL, "webhook-url", "", "URL at which the API server reaches this process's webhooks, such as https://127.0.0.1:9443 when running outside the cluster; the webhook configurations and the CRD's conversion webhook are pointed at it. Empty: they call the webhook Service.")
@@ -135,6 +138,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "handroll: %v\nRun 'handroll --help' for the flags.\n", err)
 		return 2
 	}
+	// A Service name is used only with the CA's certificate: given without
+	// it, the start is refused rather than the name ignored.
+	o.metricsCA.serviceNameSet = fs.Changed("metrics-service-name")
 	if o.showVersion {
 		printVersion(stdout)
 		return 0

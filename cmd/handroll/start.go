@@ -577,8 +577,23 @@ func newServers(cfg *rest.Config, kubeClient kubernetes.Interface, s *runtime.Sc
 	if err := validateMetricsFlags(o); err != nil {
 		return nil, err
 	}
+	// The admission and conversion webhooks (WebhookServer), on every
+	// replica: the API server calls whichever is there. The certificate is
+	// reloaded when its files change (certwatcher) or, self-managed, kept in
+	// a Secret all replicas share and rotated before it expires. Built
+	// before the metrics server, whose certificate their CA may sign.
+	var webhooks webhookParts
+	if o.webhookPort != 0 {
+		if webhooks, err = webhookServer(cfg, kubeClient, s, o, health, registry); err != nil {
+			return nil, err
+		}
+		out.runCertificates = append(out.runCertificates, webhooks.start)
+		out.restoreClientConfigs = webhooks.restore
+	} else {
+		klog.InfoS("Not serving the webhooks: --webhook-port=0")
+	}
 	if o.metricsAddr != "0" {
-		handler, tlsConfig, run, err := metricsHandler(cfg, registry, o.metricsSecure, o.metricsCertDir)
+		handler, tlsConfig, run, err := metricsHandler(cfg, registry, o.metricsSecure, o.metricsCertDir, webhooks.metricsCert)
 		if err != nil {
 			return nil, err
 		}
@@ -592,20 +607,8 @@ func newServers(cfg *rest.Config, kubeClient kubernetes.Interface, s *runtime.Sc
 		health.Register(mux)
 		out.list = append(out.list, &server.Server{Name: "health", Addr: o.healthAddr, Handler: mux})
 	}
-	// The admission and conversion webhooks (WebhookServer), on every
-	// replica: the API server calls whichever is there. The certificate is
-	// reloaded when its files change (certwatcher) or, self-managed, kept in
-	// a Secret all replicas share and rotated before it expires.
-	if o.webhookPort != 0 {
-		webhooks, run, restore, err := webhookServer(cfg, kubeClient, s, o, health, registry)
-		if err != nil {
-			return nil, err
-		}
-		out.list = append(out.list, webhooks)
-		out.runCertificates = append(out.runCertificates, run)
-		out.restoreClientConfigs = restore
-	} else {
-		klog.InfoS("Not serving the webhooks: --webhook-port=0")
+	if webhooks.srv != nil {
+		out.list = append(out.list, webhooks.srv)
 	}
 	if o.pprofAddr != "" && o.pprofAddr != "0" {
 		out.list = append(out.list, &server.Server{Name: "pprof", Addr: o.pprofAddr, Handler: server.PprofHandler()})
@@ -618,11 +621,15 @@ func newServers(cfg *rest.Config, kubeClient kubernetes.Interface, s *runtime.Sc
 	return out, nil
 }
 
-// validateMetricsFlags refuses a --metrics-cert-dir that could not be
-// used. It does not turn --metrics-secure on by itself: that flag also
-// makes every scrape need a token and RBAC, which a certificate alone must
-// not impose on the scrapers without being asked.
+// validateMetricsFlags refuses a --metrics-cert-dir or
+// --metrics-ca-configmap that could not be used. Neither turns
+// --metrics-secure on by itself: that flag also makes every scrape need a
+// token and RBAC, which a certificate alone must not impose on the
+// scrapers without being asked.
 func validateMetricsFlags(o options) error {
+	if err := validateMetricsCA(o); err != nil {
+		return err
+	}
 	switch {
 	case o.metricsCertDir == "":
 		return nil
@@ -634,6 +641,30 @@ func validateMetricsFlags(o options) error {
 	return nil
 }
 
+// validateMetricsCA refuses --metrics-ca-configmap, and
+// --metrics-service-name, where there is no self-managed CA to publish or
+// no certificate of it to serve.
+func validateMetricsCA(o options) error {
+	const flag = "--metrics-ca-configmap"
+	switch {
+	case o.metricsCA.configMap == "" && o.metricsCA.serviceNameSet:
+		return errors.New("--metrics-service-name needs " + flag + ": only the certificate the self-managed CA signs carries the Service's names")
+	case o.metricsCA.configMap == "":
+		return nil
+	case !o.metricsSecure:
+		return errors.New(flag + " needs --metrics-secure: plain-HTTP metrics serve no certificate")
+	case o.metricsAddr == "0":
+		return errors.New(flag + " needs the metrics server: --metrics-bind-address is 0")
+	case o.metricsCertDir != "":
+		return errors.New(flag + " and --metrics-cert-dir both choose the metrics certificate: give one")
+	case o.webhookCertDir != "":
+		return errors.New(flag + " publishes the self-managed CA, which --webhook-cert-dir turns off: scrapers verify a certificate from files against its own CA")
+	case o.webhookPort == 0:
+		return errors.New(flag + " needs the self-managed CA, which runs with the webhook server: the webhooks are off (--webhook-port=0, or outside the cluster without --webhook-url)")
+	}
+	return nil
+}
+
 // metricsHandler serves the registry at /metrics. Secure: over HTTPS, and
 // each scrape authenticated (TokenReview) and authorized
 // (SubjectAccessReview for get /metrics), as controller-runtime's
@@ -641,21 +672,30 @@ func validateMetricsFlags(o options) error {
 // limit of their own: on the controllers' they would wait behind the
 // reconciles, and scrapes would fail exactly under load.
 //
-// The certificate is self-signed, made in memory, unless certDir names the
-// files to serve (Metrics.CertDir): they are read now, an error if they do
-// not load, and then kept current by run, the same certwatcher as the
-// webhook server's. run is nil for a certificate that never changes.
-func metricsHandler(cfg *rest.Config, registry *prometheus.Registry, secure bool, certDir string) (h http.Handler, tlsConfig *tls.Config, run func(context.Context), err error) {
+// The certificate is caSigned's when set (--metrics-ca-configmap: the
+// self-managed CA signs it, kept current by the webhooks' certificate
+// manager); else the files certDir names (Metrics.CertDir), read now, an
+// error if they do not load, and then kept current by run, the same
+// certwatcher as the webhook server's; else self-signed, made in memory.
+// run is nil when there are no files to watch.
+func metricsHandler(cfg *rest.Config, registry *prometheus.Registry, secure bool, certDir string,
+	caSigned func(*tls.ClientHelloInfo) (*tls.Certificate, error),
+) (h http.Handler, tlsConfig *tls.Config, run func(context.Context), err error) {
 	mux := http.NewServeMux()
 	if !secure {
 		mux.Handle("/metrics", server.MetricsHandler(registry))
 		return mux, nil, nil, nil
 	}
-	if certDir == "" {
+	switch {
+	case caSigned != nil:
+		// Until the first one is issued (the Secret's first sync) a
+		// handshake fails; nothing else waits on it.
+		tlsConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: caSigned}
+	case certDir == "":
 		if tlsConfig, err = server.SelfSignedTLS(); err != nil {
 			return nil, nil, nil, err
 		}
-	} else {
+	default:
 		cw, err := server.NewCertWatcher(certDir, server.CertWatcherOptions{})
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("--metrics-cert-dir: %w", err)

@@ -166,7 +166,7 @@ func TestSecureMetricsHaveTheirOwnBudget(t *testing.T) {
 	cfg := &rest.Config{Host: api.URL, QPS: 0.001, Burst: 1, RateLimiter: drained,
 		TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
 
-	handler, tlsConfig, _, err := metricsHandler(cfg, server.NewRegistry(), true, "")
+	handler, tlsConfig, _, err := metricsHandler(cfg, server.NewRegistry(), true, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

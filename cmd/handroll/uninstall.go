@@ -61,8 +61,9 @@ type uninstallOptions struct {
 //  2. the operator's Deployment is scaled to 0 and its pods are waited
 //     for, so that nothing recreates what step 3 deletes;
 //  3. what the operator made as it ran is deleted from its namespace: its
-//     Leases, the directory's ConfigMaps and its self-managed certificate
-//     Secret (never a Secret it did not make).
+//     Leases, the directory's ConfigMaps, its self-managed certificate
+//     Secret and the ConfigMap it publishes the CA in (never one it did not
+//     make).
 //
 // helm then deletes the rest, as it installed it.
 func runUninstall(args []string, stdout, stderr io.Writer) int {
@@ -593,8 +594,9 @@ func scaleToZero(ctx context.Context, kube kubernetes.Interface, ns, name string
 
 // deleteRuntimeObjects deletes what the operator made as it ran, in its
 // namespace: the leader Lease and the shard Leases named after it, the
-// directory's parts, and the certificate Secret if handroll made it (a
-// user's own Secret, given with the same name, stays).
+// directory's parts, the CA ConfigMap (--metrics-ca-configmap) and the
+// certificate Secret if handroll made them (a user's own, given with the
+// same name, stays).
 func deleteRuntimeObjects(ctx context.Context, kube kubernetes.Interface, o uninstallOptions, out io.Writer) error {
 	var deleted []string
 	gone := func(kind, name string, err error) error {
@@ -622,8 +624,11 @@ func deleteRuntimeObjects(ctx context.Context, kube kubernetes.Interface, o unin
 		return fmt.Errorf("listing the ConfigMaps in %s: %w", o.namespace, err)
 	}
 	for _, cm := range cms.Items {
-		if _, ok := webapp.DirectoryPartIndex(cm.Name); ok {
-			if err := gone("ConfigMap", cm.Name, kube.CoreV1().ConfigMaps(o.namespace).Delete(ctx, cm.Name, metav1.DeleteOptions{})); err != nil {
+		_, directory := webapp.DirectoryPartIndex(cm.Name)
+		if directory || labelled(cm.Labels, certs.CAConfigMapLabels()) {
+			// Preconditioned on the UID listed, as the Secret below.
+			opts := metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(cm.UID))}
+			if err := gone("ConfigMap", cm.Name, kube.CoreV1().ConfigMaps(o.namespace).Delete(ctx, cm.Name, opts)); err != nil {
 				return err
 			}
 		}
@@ -646,8 +651,13 @@ func deleteRuntimeObjects(ctx context.Context, kube kubernetes.Interface, o unin
 
 // selfManagedSecret tells whether s was made by pkg/certs.
 func selfManagedSecret(s *corev1.Secret) bool {
-	for k, v := range certs.SecretLabels() {
-		if s.Labels[k] != v {
+	return labelled(s.Labels, certs.SecretLabels())
+}
+
+// labelled tells whether labels hold every label of want.
+func labelled(labels, want map[string]string) bool {
+	for k, v := range want {
+		if labels[k] != v {
 			return false
 		}
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -43,20 +44,41 @@ func validateWebhookURL(raw string) error {
 	return nil
 }
 
+// metricsCAOptions are the flags of the metrics certificate signed by the
+// self-managed CA.
+type metricsCAOptions struct {
+	configMap   string
+	serviceName string
+	// serviceNameSet: --metrics-service-name was given.
+	serviceNameSet bool
+}
+
+// webhookParts are what webhookServer builds.
+type webhookParts struct {
+	srv *server.Server
+	// start keeps the certificates current; it must run for as long as
+	// the server does.
+	start func(context.Context)
+	// restore, set with --webhook-url, points the cluster's clientConfigs
+	// back at what they called before; it runs when the process stops,
+	// before the server does.
+	restore func(context.Context)
+	// metricsCert serves the metrics certificate the self-managed CA
+	// signs; nil without --metrics-ca-configmap.
+	metricsCert func(*tls.ClientHelloInfo) (*tls.Certificate, error)
+}
+
 // webhookServer builds the WebhookServer (controller-runtime's
 // webhook.Server plus its conversion registry) on every replica: admission
 // and conversion handlers, and the certificate source with its readiness
-// check. start returns the runnable that keeps the certificates current; it
-// must run for as long as the server does. restore, set with --webhook-url,
-// points the cluster's clientConfigs back at what they called before; it
-// runs when the process stops, before the server does. The webhook metrics (as
-// controller-runtime's) and the certificates' expiry go into reg.
-func webhookServer(cfg *rest.Config, kube kubernetes.Interface, s *runtime.Scheme, o options, health *server.Health, reg prometheus.Registerer) (srv *server.Server, start, restore func(context.Context), err error) {
+// check. The webhook metrics (as controller-runtime's) and the
+// certificates' expiry go into reg.
+func webhookServer(cfg *rest.Config, kube kubernetes.Interface, s *runtime.Scheme, o options, health *server.Health, reg prometheus.Registerer) (w webhookParts, err error) {
 	if err := validateWebhookURL(o.webhookURL); err != nil {
-		return nil, nil, nil, err
+		return w, err
 	}
 	if err := certs.ValidateServicePort(o.webhookCerts.servicePort); err != nil {
-		return nil, nil, nil, fmt.Errorf("--webhook-service-port: %w", err)
+		return w, fmt.Errorf("--webhook-service-port: %w", err)
 	}
 	// Both sources also give the expiry metric its certificates.
 	var source interface {
@@ -67,15 +89,15 @@ func webhookServer(cfg *rest.Config, kube kubernetes.Interface, s *runtime.Schem
 		if o.webhookURL != "" {
 			// Whoever mounts the certificate (cert-manager's cainjector)
 			// also owns the webhook configurations' clientConfig.
-			return nil, nil, nil, errors.New("--webhook-url needs the self-managed certificates: leave --webhook-cert-dir empty")
+			return w, errors.New("--webhook-url needs the self-managed certificates: leave --webhook-cert-dir empty")
 		}
 		cw, err := server.NewCertWatcher(o.webhookCertDir, server.CertWatcherOptions{})
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("--webhook-cert-dir: %w", err)
+			return w, fmt.Errorf("--webhook-cert-dir: %w", err)
 		}
 		health.AddReadinessCheck(cw.ReadyCheck())
 		source = cw
-		start = func(ctx context.Context) {
+		w.start = func(ctx context.Context) {
 			if err := cw.Start(ctx); err != nil && ctx.Err() == nil {
 				klog.ErrorS(err, "Webhook certificate watcher stopped")
 			}
@@ -83,7 +105,7 @@ func webhookServer(cfg *rest.Config, kube kubernetes.Interface, s *runtime.Schem
 	} else {
 		dyn, err := dynamic.NewForConfig(cfg)
 		if err != nil {
-			return nil, nil, nil, err
+			return w, err
 		}
 		opts := certs.Options{
 			Namespace:   o.operatorNamespace,
@@ -95,6 +117,10 @@ func webhookServer(cfg *rest.Config, kube kubernetes.Interface, s *runtime.Schem
 			ConversionPath: ConversionPath,
 			URL:            o.webhookURL,
 			Validity:       o.webhookCerts.validity,
+			CAConfigMap:    o.metricsCA.configMap,
+		}
+		if o.metricsCA.configMap != "" {
+			opts.MetricsServiceName = o.metricsCA.serviceName
 		}
 		// Empty flags mean "inject into none", which Options spells as an
 		// empty, non-nil list.
@@ -102,17 +128,20 @@ func webhookServer(cfg *rest.Config, kube kubernetes.Interface, s *runtime.Schem
 		opts.CRDs = nonEmpty(o.webhookCerts.conversionCRD)
 		m, err := certs.New(kube, dyn, opts)
 		if err != nil {
-			return nil, nil, nil, err
+			return w, err
 		}
 		health.AddReadinessCheck(m.ReadyCheck())
 		source = m
-		start = func(ctx context.Context) {
+		if opts.MetricsServiceName != "" {
+			w.metricsCert = m.GetMetricsCertificate
+		}
+		w.start = func(ctx context.Context) {
 			if err := m.Start(ctx); err != nil && ctx.Err() == nil {
 				klog.ErrorS(err, "Webhook certificate manager stopped")
 			}
 		}
 		if o.webhookURL != "" {
-			restore = func(ctx context.Context) {
+			w.restore = func(ctx context.Context) {
 				if err := m.RestoreClientConfigs(ctx); err != nil {
 					klog.ErrorS(err, "Could not point the webhook configurations and the CRD back at what they called before --webhook-url",
 						"annotation", certs.AnnotationReplacedClientConfigs)
@@ -120,14 +149,15 @@ func webhookServer(cfg *rest.Config, kube kubernetes.Interface, s *runtime.Schem
 			}
 		}
 	}
-	srv = server.NewWebhookServer(net.JoinHostPort("", fmt.Sprint(o.webhookPort)), source)
+	srv := server.NewWebhookServer(net.JoinHostPort("", fmt.Sprint(o.webhookPort)), source)
 	admission.Register(srv.Webhooks(), s)
 	srv.Webhooks().Handle(ConversionPath, server.ServeConversion(s))
 	if err := errors.Join(srv.Webhooks().RegisterMetrics(reg), reg.Register(server.NewCertificateExpiryCollector(source))); err != nil {
-		return nil, nil, nil, fmt.Errorf("webhook metrics: %w", err)
+		return w, fmt.Errorf("webhook metrics: %w", err)
 	}
 	klog.V(2).InfoS("Webhooks", "port", o.webhookPort, "paths", srv.Webhooks().Paths(), "url", o.webhookURL)
-	return srv, start, restore, nil
+	w.srv = srv
+	return w, nil
 }
 
 func nonEmpty(name string) []string {

@@ -55,7 +55,7 @@ func TestWebhookURLCheckedOnce(t *testing.T) {
 func TestWebhookServicePortRefused(t *testing.T) {
 	for _, port := range []int{0, -1, 65536} {
 		o := options{webhookPort: 9443, webhookCerts: webhookCertOptions{servicePort: port}}
-		_, _, _, err := webhookServer(nil, nil, nil, o, nil, nil)
+		_, err := webhookServer(nil, nil, nil, o, nil, nil)
 		if err == nil || !strings.Contains(err.Error(), "--webhook-service-port") {
 			t.Errorf("--webhook-service-port=%d: %v; want an error naming the flag", port, err)
 		}

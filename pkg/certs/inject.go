@@ -148,7 +148,7 @@ type target struct {
 func (t target) String() string { return t.kind + "/" + t.name }
 
 // targets lists what the options name: each webhook configuration name as
-// both kinds, then the CRDs.
+// both kinds, then the CRDs, then the CA ConfigMap.
 func (m *Manager) targets() []target {
 	var out []target
 	for _, name := range m.opts.WebhookConfigurations {
@@ -158,6 +158,9 @@ func (m *Manager) targets() []target {
 	}
 	for _, name := range m.opts.CRDs {
 		out = append(out, target{kind: "CustomResourceDefinition", name: name, sync: m.syncCRD(name)})
+	}
+	if name := m.opts.CAConfigMap; name != "" {
+		out = append(out, target{kind: "ConfigMap", name: name, sync: m.syncCAConfigMap(name)})
 	}
 	return out
 }

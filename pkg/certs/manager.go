@@ -73,6 +73,10 @@ type Manager struct {
 	loadMu  sync.Mutex
 	loadErr error // why the Secret's pair last failed to load
 
+	// metrics is the metrics server's certificate; nil without
+	// Options.MetricsServiceName.
+	metrics *metricsCert
+
 	// Owned by the worker (one goroutine).
 	trust   trust
 	reports map[string]string // target → last state logged
@@ -112,6 +116,9 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Manag
 		dyn:     dyn,
 		reports: map[string]string{},
 		records: map[string]recordSeen{},
+	}
+	if o.MetricsServiceName != "" {
+		m.metrics = &metricsCert{names: serviceNames(o.MetricsServiceName, o.Namespace), validity: o.Validity}
 	}
 	// A single-object informer: the Secret reaches every replica by watch,
 	// within a second of any replica writing it, and the RBAC can name it.
@@ -202,10 +209,10 @@ func (m *Manager) processNext(ctx context.Context) bool {
 
 // sync is the whole check. First the bundle of the Secret as cached is
 // injected, so that the decision sees whether this replica has found it
-// everywhere; then the Secret is brought up to date. A write to the Secret
-// comes back through the watch and runs sync again, which injects the new
-// bundle. settled is false when some target was missing, to look again
-// sooner than the resync.
+// everywhere; then the Secret is brought up to date, and the metrics
+// certificate with it. A write to the Secret comes back through the watch
+// and runs sync again, which injects the new bundle. settled is false when
+// some target was missing, to look again sooner than the resync.
 func (m *Manager) sync(ctx context.Context) (next time.Time, settled bool, err error) {
 	cached, err := m.secrets.Get(m.opts.SecretName)
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -217,6 +224,13 @@ func (m *Manager) sync(ctx context.Context) (next time.Time, settled bool, err e
 		settled, injectErr = m.inject(ctx, cached)
 	}
 	next, err = m.syncSecret(ctx, cached)
+	if m.metrics != nil {
+		metricsNext, metricsErr := m.metrics.refresh(cached, m.opts.Clock.Now())
+		if next.IsZero() || (!metricsNext.IsZero() && metricsNext.Before(next)) {
+			next = metricsNext
+		}
+		err = errors.Join(err, metricsErr)
+	}
 	return next, settled, errors.Join(err, injectErr)
 }
 

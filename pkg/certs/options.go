@@ -76,6 +76,17 @@ type Options struct {
 	// CRDs names the CustomResourceDefinitions whose conversion webhook
 	// gets the CA bundle. nil means [DefaultCRD]; empty, non-nil means none.
 	CRDs []string
+	// CAConfigMap, when set, names a ConfigMap in Namespace that gets the
+	// CA bundle under KeyCABundle, as the webhook configurations do: the
+	// CAs without ca.key, for clients that cannot be given the Secret, such
+	// as a Prometheus verifying the metrics server. It is a target like
+	// them, so a new CA signs nothing until the ConfigMap holds it too.
+	CAConfigMap string
+	// MetricsServiceName, when set, has the Manager serve a second
+	// certificate (GetMetricsCertificate) for that Service's DNS names in
+	// Namespace, signed by the same CA as the webhook's; each replica
+	// issues its own, in memory.
+	MetricsServiceName string
 
 	// PropagationDelay is how long a new CA must have been in every
 	// injected bundle before it signs the serving certificate: the time the
@@ -151,6 +162,16 @@ func (o Options) complete() (Options, error) {
 	if o.ServiceName != "" {
 		if msgs := validation.IsDNS1035Label(o.ServiceName); len(msgs) > 0 {
 			errs = append(errs, fmt.Errorf("ServiceName %q: %s", o.ServiceName, strings.Join(msgs, "; ")))
+		}
+	}
+	if o.MetricsServiceName != "" {
+		if msgs := validation.IsDNS1035Label(o.MetricsServiceName); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("MetricsServiceName %q: %s", o.MetricsServiceName, strings.Join(msgs, "; ")))
+		}
+	}
+	if o.CAConfigMap != "" {
+		if msgs := validation.IsDNS1123Subdomain(o.CAConfigMap); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("CAConfigMap %q: %s", o.CAConfigMap, strings.Join(msgs, "; ")))
 		}
 	}
 	if urlErr != nil {
@@ -231,14 +252,7 @@ func (o Options) conversionService() map[string]any {
 // names are the SANs the options ask for: the Service's DNS names and the
 // URL's host.
 func (o Options) names() sans {
-	var s sans
-	if svc := o.ServiceName; svc != "" {
-		s.dns = append(s.dns,
-			svc,
-			svc+"."+o.Namespace,
-			svc+"."+o.Namespace+".svc",
-			svc+"."+o.Namespace+".svc.cluster.local")
-	}
+	s := serviceNames(o.ServiceName, o.Namespace)
 	if o.URL != "" {
 		u, _ := url.Parse(o.URL) // checked by complete
 		if ip := net.ParseIP(u.Hostname()); ip != nil {
@@ -248,4 +262,13 @@ func (o Options) names() sans {
 		}
 	}
 	return s
+}
+
+// serviceNames are the DNS names of Service svc in namespace ns, short to
+// fully qualified; none without a Service.
+func serviceNames(svc, ns string) sans {
+	if svc == "" {
+		return sans{}
+	}
+	return sans{dns: []string{svc, svc + "." + ns, svc + "." + ns + ".svc", svc + "." + ns + ".svc.cluster.local"}}
 }

@@ -111,7 +111,11 @@ func (h *history) summary() (servingRotations, caRotations int, secondCASigns, f
 // uses the first, so rotations made by either must reach it. ConfigMaps
 // are created until the serving certificate has rotated at least three
 // times, the CA once, a certificate of the new CA is served, and the first
-// CA has expired out of the bundle. Every create must succeed.
+// CA has expired out of the bundle. Every create must succeed. Meanwhile
+// a scraper of the first replica's metrics certificate, trusting only the
+// CA ConfigMap as it reads it at each scrape, must verify every
+// certificate, of both CAs, and see the ConfigMap hold both at once; at
+// the end the ConfigMap holds the Secret's bundle.
 func TestRotationWhileServing(t *testing.T) {
 	ns := env.Namespace(t)
 	ctx := context.Background()
@@ -126,6 +130,8 @@ func TestRotationWhileServing(t *testing.T) {
 		PropagationDelay:      2 * time.Second,
 		WebhookConfigurations: []string{name},
 		CRDs:                  []string{},
+		CAConfigMap:           "handroll-ca",
+		MetricsServiceName:    "handroll-metrics",
 	}
 
 	// The webhook configuration points at the Service, as the manifests
@@ -182,6 +188,10 @@ func TestRotationWhileServing(t *testing.T) {
 		}
 	})
 
+	// A scraper of the first replica's metrics certificate, trusting only
+	// what the CA ConfigMap holds when it scrapes, as a Prometheus would.
+	metrics := serveMetrics(t, served.Manager)
+
 	// Watch the Secret for the rotations.
 	h := &history{}
 	watchCtx, stopWatch := context.WithCancel(ctx)
@@ -205,6 +215,24 @@ func TestRotationWhileServing(t *testing.T) {
 		_, err := configMaps.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "warmup-"}}, metav1.CreateOptions{})
 		return err == nil && calls.Load() > 0, err
 	})
+
+	eventually(t, 30*time.Second, "a scrape verified against the CA ConfigMap", func(ctx context.Context) (bool, error) {
+		return metrics.scrape(ctx, kube, ns) == nil, nil
+	})
+	scrapeCtx, stopScrapes := context.WithCancel(ctx)
+	scrapesDone := make(chan struct{})
+	go func() {
+		defer close(scrapesDone)
+		for scrapeCtx.Err() == nil {
+			if err := metrics.scrape(scrapeCtx, kube, ns); err != nil && scrapeCtx.Err() == nil {
+				metrics.fail(err)
+			}
+			select {
+			case <-scrapeCtx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
 
 	start := time.Now()
 	const workers = 2
@@ -251,11 +279,26 @@ func TestRotationWhileServing(t *testing.T) {
 	}
 	close(done)
 	wg.Wait()
+	stopScrapes()
+	<-scrapesDone
 	elapsed := time.Since(start)
 	close(firstErrs)
 	for err := range firstErrs {
 		t.Errorf("a create failed: %v", err)
 	}
+	metrics.check(t, h)
+	// Once the rotations are over, the ConfigMap holds the Secret's bundle.
+	eventually(t, 10*time.Second, "ConfigMap handroll-ca holds the Secret's ca.crt", func(ctx context.Context) (bool, error) {
+		secret, err := kube.CoreV1().Secrets(ns).Get(ctx, certs.DefaultSecretName, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		cm, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, "handroll-ca", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return cm.Data[certs.KeyCABundle] == string(secret.Data[certs.KeyCABundle]), nil
+	})
 
 	s, c, _, _ := h.summary()
 	handshakes := served.all()

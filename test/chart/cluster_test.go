@@ -176,8 +176,9 @@ func TestAgainstAPIServer(t *testing.T) {
 		installStandInCRDs(t, crds, "monitoring.coreos.com", "ServiceMonitor", "PrometheusRule")
 		installStandInCRDs(t, crds, "cert-manager.io", "Certificate", "Issuer")
 		for _, set := range []string{
-			"webhook.certSecret.name=my-webhook-tls,webhook.certSecret.caBundle=" + caBundlePEM(t) + ",prometheus.enable=true,networkPolicy.enable=true",
-			"certManager.enable=true,prometheus.enable=true,manager.replicas=1,manager.leaderElection.enable=false",
+			"webhook.certSecret.name=my-webhook-tls,webhook.certSecret.caBundle=" + caBundlePEM(t) + ",prometheus.enable=true,metrics.secure=false,networkPolicy.enable=true",
+			"certManager.enable=true,prometheus.enable=true,manager.replicas=1,manager.leaderElection.enable=false," + scraperValues(ns),
+			"prometheus.enable=true," + scraperValues(ns),
 		} {
 			helmRun("install", "handroll", "charts/handroll", "--set", set)
 			checkPresent(t, kube, dyn, mustTemplate(t, ns, "--set", set), true)

@@ -90,8 +90,8 @@ func TestUninstallCommand(t *testing.T) {
 	waitForGarbageCollector(ctx, t, hc, kube)
 	// What the operator made as it ran, beside what it did not make.
 	ours := []string{"Lease handroll-leader", "Lease handroll-leader-shard-0-of-3", "Lease handroll-leader-member-00000000000000ab",
-		"ConfigMap webapp-directory", "ConfigMap webapp-directory-1", "Secret handroll-webhook-tls"}
-	theirs := []string{"Lease other-leader", "Lease handroll-leaderboard", "ConfigMap webapp-directory-notes", "ConfigMap settings"}
+		"ConfigMap webapp-directory", "ConfigMap webapp-directory-1", "Secret handroll-webhook-tls", "ConfigMap handroll-ca"}
+	theirs := []string{"Lease other-leader", "Lease handroll-leaderboard", "ConfigMap webapp-directory-notes", "ConfigMap settings", "ConfigMap corp-ca"}
 	for _, o := range append(slices.Clone(ours), theirs...) {
 		createRuntimeObject(ctx, t, kube, opNS, o)
 	}
@@ -181,12 +181,14 @@ func TestUninstallCommand(t *testing.T) {
 	checkRuntimeObjects(ctx, t, kube, opNS, ours, false)
 	checkRuntimeObjects(ctx, t, kube, opNS, theirs, true)
 
-	// A user's own Secret of that name (the existing-Secret mode) stays.
+	// A user's own Secret of that name (the existing-Secret mode) stays,
+	// and so does a ConfigMap of the CA's name that pkg/certs did not make.
 	createRuntimeObject(ctx, t, kube, opNS, "Secret handroll-webhook-tls user")
+	createRuntimeObject(ctx, t, kube, opNS, "ConfigMap handroll-ca user")
 	if out, err := uninstall(); err != nil {
 		t.Fatalf("handroll uninstall, a second time: %v\n%s", err, out)
 	}
-	checkRuntimeObjects(ctx, t, kube, opNS, []string{"Secret handroll-webhook-tls"}, true)
+	checkRuntimeObjects(ctx, t, kube, opNS, []string{"Secret handroll-webhook-tls", "ConfigMap handroll-ca"}, true)
 }
 
 // createChild creates a ConfigMap owned by w as the operator owns its
@@ -249,7 +251,8 @@ func waitForGarbageCollector(ctx context.Context, t *testing.T, hc versioned.Int
 }
 
 // createRuntimeObject creates "Kind name" in ns as the operator makes it
-// (a Secret with pkg/certs' labels) or, with a third word, as a user would.
+// (a Secret, or the ConfigMap handroll-ca, with pkg/certs' labels) or, with
+// a third word, as a user would.
 func createRuntimeObject(ctx context.Context, t *testing.T, kube kubernetes.Interface, ns, what string) {
 	t.Helper()
 	f := strings.Fields(what)
@@ -259,7 +262,11 @@ func createRuntimeObject(ctx context.Context, t *testing.T, kube kubernetes.Inte
 	case "Lease":
 		_, err = kube.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 	case "ConfigMap":
-		_, err = kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if name == "handroll-ca" && !byUser {
+			cm.Labels = certs.CAConfigMapLabels()
+		}
+		_, err = kube.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
 	case "Secret":
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: certs.SecretLabels()}}
 		if byUser {

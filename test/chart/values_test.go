@@ -35,7 +35,11 @@ func args(t *testing.T, objs objects) []string {
 }
 
 // defaultArgs are manifests/default's.
-var defaultArgs = []string{"--metrics-bind-address=:8443", "--metrics-secure", "--health-probe-bind-address=:8081", "--webhook-port=9443"}
+var defaultArgs = []string{"--metrics-bind-address=:8443", "--metrics-secure", "--health-probe-bind-address=:8081", "--webhook-port=9443", "--metrics-ca-configmap=handroll-ca"}
+
+// fileCertArgs are the args with certificates from files, where the
+// operator has no CA of its own to publish.
+var fileCertArgs = []string{"--metrics-bind-address=:8443", "--metrics-secure", "--health-probe-bind-address=:8081", "--webhook-port=9443"}
 
 func wantArgs(t *testing.T, objs objects, want ...string) {
 	t.Helper()
@@ -155,14 +159,54 @@ func TestValues(t *testing.T) {
 		},
 	}, {
 		name: "metrics secure with a ServiceMonitor",
-		args: []string{"--set", "prometheus.enable=true,prometheus.serviceAccount.name=prometheus,prometheus.serviceAccount.namespace=observability"},
+		args: []string{"--set", "prometheus.enable=true,prometheus.serviceMonitor.authorization.credentials.name=prometheus-token",
+			"--set", "metrics.reader.subjects[0].kind=ServiceAccount,metrics.reader.subjects[0].name=prometheus,metrics.reader.subjects[0].namespace=observability"},
 		check: func(t *testing.T, objs objects) {
 			wantArgs(t, objs, defaultArgs...)
 			sm := objs["ServiceMonitor "+defaultNamespace+"/handroll"]
 			equal(t, "scheme", dig(sm, "spec", "endpoints", 0, "scheme"), "https")
-			equal(t, "tlsConfig", dig(sm, "spec", "endpoints", 0, "tlsConfig"), map[string]any{"insecureSkipVerify": true})
+			equal(t, "bearerTokenFile", dig(sm, "spec", "endpoints", 0, "bearerTokenFile"), nil)
+			equal(t, "authorization", dig(sm, "spec", "endpoints", 0, "authorization"), map[string]any{
+				"type": "Bearer", "credentials": map[string]any{"name": "prometheus-token", "key": "token"}})
+			equal(t, "tlsConfig", dig(sm, "spec", "endpoints", 0, "tlsConfig"), map[string]any{
+				"ca":         map[string]any{"configMap": map[string]any{"name": "handroll-ca", "key": "ca.crt"}},
+				"serverName": "handroll-metrics." + defaultNamespace + ".svc"})
 			equal(t, "metrics reader subject", dig(objs["ClusterRoleBinding /handroll-metrics-reader"], "subjects"), []any{
 				map[string]any{"kind": "ServiceAccount", "name": "prometheus", "namespace": "observability"}})
+			equal(t, "the CA ConfigMap's grants", dig(objs["Role "+defaultNamespace+"/handroll-webhook-certs"], "rules"), []any{
+				map[string]any{"apiGroups": []any{""}, "resources": []any{"secrets"}, "verbs": []any{"create"}},
+				map[string]any{"apiGroups": []any{""}, "resources": []any{"secrets"}, "resourceNames": []any{"handroll-webhook-tls"}, "verbs": []any{"get", "list", "watch", "update"}},
+				map[string]any{"apiGroups": []any{""}, "resources": []any{"configmaps"}, "verbs": []any{"create"}},
+				map[string]any{"apiGroups": []any{""}, "resources": []any{"configmaps"}, "resourceNames": []any{"handroll-ca"}, "verbs": []any{"get", "update"}}})
+		},
+	}, {
+		// No subjects: no binding rather than a guess at who Prometheus
+		// is; NOTES.txt says what to set (TestNotesNameTheReaderSubjects).
+		name: "a ServiceMonitor without reader subjects",
+		args: []string{"--set", "prometheus.enable=true,prometheus.serviceMonitor.authorization.credentials.name=t"},
+		check: func(t *testing.T, objs objects) {
+			present(t, objs, "ServiceMonitor "+defaultNamespace+"/handroll", "ClusterRole /handroll-metrics-reader")
+			absent(t, objs, "ClusterRoleBinding /handroll-metrics-reader")
+		},
+	}, {
+		// Any scraper, not only Prometheus: the binding follows the
+		// subjects, with or without a ServiceMonitor.
+		name: "reader subjects without a ServiceMonitor",
+		args: []string{"--set", "metrics.reader.subjects[0].kind=Group,metrics.reader.subjects[0].name=observers,metrics.reader.subjects[0].apiGroup=rbac.authorization.k8s.io"},
+		check: func(t *testing.T, objs objects) {
+			absent(t, objs, "ServiceMonitor "+defaultNamespace+"/handroll")
+			equal(t, "metrics reader subject", dig(objs["ClusterRoleBinding /handroll-metrics-reader"], "subjects"), []any{
+				map[string]any{"kind": "Group", "name": "observers", "apiGroup": "rbac.authorization.k8s.io"}})
+		},
+	}, {
+		name: "cert-manager's CA with a ServiceMonitor",
+		args: []string{"--set", "certManager.enable=true,prometheus.enable=true,prometheus.serviceMonitor.authorization.credentials.name=t,prometheus.serviceMonitor.authorization.credentials.key=k"},
+		check: func(t *testing.T, objs objects) {
+			sm := objs["ServiceMonitor "+defaultNamespace+"/handroll"]
+			equal(t, "tlsConfig", dig(sm, "spec", "endpoints", 0, "tlsConfig"), map[string]any{
+				"ca":         map[string]any{"secret": map[string]any{"name": "handroll-metrics-cert", "key": "ca.crt"}},
+				"serverName": "handroll-metrics." + defaultNamespace + ".svc"})
+			equal(t, "credentials", dig(sm, "spec", "endpoints", 0, "authorization", "credentials"), map[string]any{"name": "t", "key": "k"})
 		},
 	}, {
 		name: "metrics off",
@@ -189,7 +233,7 @@ func TestValues(t *testing.T) {
 				"matchLabels": map[string]any{"metrics": "enabled", "team": "obs"}})
 			equal(t, "webhook policy port", dig(w, "spec", "ingress", 0, "ports", 0, "port"), 10250.0)
 			equal(t, "webhook policy peers", dig(w, "spec", "ingress", 0, "from"), nil)
-			wantArgs(t, objs, "--metrics-bind-address=:9090", "--metrics-secure", "--health-probe-bind-address=:8081", "--webhook-port=10250")
+			wantArgs(t, objs, "--metrics-bind-address=:9090", "--metrics-secure", "--health-probe-bind-address=:8081", "--webhook-port=10250", "--metrics-ca-configmap=handroll-ca")
 		},
 	}, {
 		name: "user roles off",
@@ -217,7 +261,7 @@ func TestValues(t *testing.T) {
 		name: "cert-manager",
 		args: []string{"--set", "certManager.enable=true"},
 		check: func(t *testing.T, objs objects) {
-			wantArgs(t, objs, append(slices.Clone(defaultArgs), "--webhook-cert-dir=/var/run/handroll/webhook-cert", "--metrics-cert-dir=/var/run/handroll/metrics-cert")...)
+			wantArgs(t, objs, append(slices.Clone(fileCertArgs), "--webhook-cert-dir=/var/run/handroll/webhook-cert", "--metrics-cert-dir=/var/run/handroll/metrics-cert")...)
 			for _, k := range []string{mwcKey, vwcKey, crdKey} {
 				equal(t, k+" inject-ca-from", dig(objs[k], "metadata", "annotations", "cert-manager.io/inject-ca-from"), defaultNamespace+"/handroll-webhook-cert")
 			}
@@ -242,7 +286,7 @@ func TestValues(t *testing.T) {
 		name: "an existing Secret",
 		args: []string{"--set", "webhook.certSecret.name=my-webhook-tls,webhook.certSecret.caBundle=" + caBundle},
 		check: func(t *testing.T, objs objects) {
-			wantArgs(t, objs, append(slices.Clone(defaultArgs), "--webhook-cert-dir=/var/run/handroll/webhook-cert")...)
+			wantArgs(t, objs, append(slices.Clone(fileCertArgs), "--webhook-cert-dir=/var/run/handroll/webhook-cert")...)
 			equal(t, "volumes", dig(objs[deploymentKey], "spec", "template", "spec", "volumes"), []any{
 				map[string]any{"name": "webhook-cert", "secret": map[string]any{"secretName": "my-webhook-tls"}}})
 			equal(t, "volumeMounts", container(t, objs)["volumeMounts"], []any{
@@ -274,6 +318,11 @@ func TestValuesRefused(t *testing.T) {
 		{"webhook.certSecret.name=mine", "webhook.certSecret.name needs webhook.certSecret.caBundle"},
 		{"webhook.certSecret.name=mine,webhook.certSecret.caBundle=eA==,certManager.enable=true", "set one"},
 		{"metrics.enable=false,prometheus.enable=true", "prometheus.enable needs metrics.enable"},
+		{"prometheus.enable=true", "prometheus.serviceMonitor.authorization.credentials.name"},
+		{"prometheus.serviceAccount.name=prometheus-k8s", "prometheus.serviceAccount is replaced: set metrics.reader.subjects"},
+		{"prometheus.enable=true,prometheus.serviceMonitor.authorization.credentials.name=t,webhook.certSecret.name=m,webhook.certSecret.caBundle=eA==",
+			"needs a metrics certificate Prometheus can verify"},
+		{"metrics.reader.subjects[0].name=nobody", "kind"},
 		{"manager.logging.format=yaml", "format"},
 		{"manager.image.digest=latest", "digest"},
 		{"manager.replica=3", "replica"}, // a typo: the schema allows no unknown value
@@ -296,7 +345,7 @@ func TestValuesRefused(t *testing.T) {
 // appears nowhere.
 func TestAnotherNamespace(t *testing.T) {
 	const ns = "team-a-operators"
-	for _, set := range []string{"", "certManager.enable=true,prometheus.enable=true,networkPolicy.enable=true"} {
+	for _, set := range []string{"", "certManager.enable=true,prometheus.enable=true,networkPolicy.enable=true," + scraperValues(ns), "prometheus.enable=true," + scraperValues(ns)} {
 		args := []string{}
 		if set != "" {
 			args = append(args, "--set", set)
@@ -329,7 +378,12 @@ func TestAnotherNamespace(t *testing.T) {
 			equal(t, k+" Service namespace", dig(objs[k], "webhooks", 0, "clientConfig", "service", "namespace"), ns)
 		}
 		equal(t, "conversion Service namespace", dig(objs[crdKey], "spec", "conversion", "webhook", "clientConfig", "service", "namespace"), ns)
-		if set != "" {
+		if strings.HasPrefix(set, "prometheus.enable") {
+			equal(t, "ServiceMonitor tlsConfig", dig(objs["ServiceMonitor "+ns+"/handroll"], "spec", "endpoints", 0, "tlsConfig"), map[string]any{
+				"ca": map[string]any{"configMap": map[string]any{"name": "handroll-ca", "key": "ca.crt"}}, "serverName": "handroll-metrics." + ns + ".svc"})
+			equal(t, "metrics reader subject namespace", dig(objs["ClusterRoleBinding /handroll-metrics-reader"], "subjects", 0, "namespace"), ns)
+		}
+		if strings.HasPrefix(set, "certManager") {
 			equal(t, "webhook certificate DNS names", dig(objs["Certificate "+ns+"/handroll-webhook-cert"], "spec", "dnsNames"), []any{
 				"handroll-webhook." + ns + ".svc", "handroll-webhook." + ns + ".svc.cluster.local"})
 			equal(t, "inject-ca-from", dig(objs[mwcKey], "metadata", "annotations", "cert-manager.io/inject-ca-from"), ns+"/handroll-webhook-cert")
@@ -413,5 +467,70 @@ func TestUninstallHook(t *testing.T) {
 	}
 	if _, err := template(t, defaultNamespace, "--set", "uninstall.timeout=soon"); err == nil {
 		t.Error("uninstall.timeout=soon was accepted; want the schema to refuse it")
+	}
+}
+
+// TestCAConfigMapFollowsTheRelease: the ConfigMap the operator publishes
+// its CA in is the release's full name and -ca, in the flag, the Role that
+// lets the operator write it, and the ServiceMonitor that trusts it; none
+// with certificates from files.
+func TestCAConfigMapFollowsTheRelease(t *testing.T) {
+	for release, want := range map[string]string{"handroll": "handroll-ca", "shop": "shop-handroll-ca", "handroll-blue": "handroll-blue-ca"} {
+		out, err := run(t, nil, helmPath(t), "template", release, "charts/handroll", "--namespace", defaultNamespace,
+			"--set", "prometheus.enable=true,prometheus.serviceMonitor.authorization.credentials.name=t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs := parse(t, out, "helm template "+release)
+		if !slices.Contains(args(t, objs), "--metrics-ca-configmap="+want) {
+			t.Errorf("release %s: args %v, want --metrics-ca-configmap=%s", release, args(t, objs), want)
+		}
+		equal(t, "release "+release+": the Role's ConfigMap", dig(objs["Role "+defaultNamespace+"/handroll-webhook-certs"], "rules", 3, "resourceNames"), []any{want})
+		equal(t, "release "+release+": the ServiceMonitor's CA", dig(objs["ServiceMonitor "+defaultNamespace+"/handroll"], "spec", "endpoints", 0, "tlsConfig", "ca", "configMap", "name"), want)
+	}
+	for _, set := range []string{"certManager.enable=true", "webhook.certSecret.name=m,webhook.certSecret.caBundle=eA==", "metrics.secure=false", "metrics.enable=false"} {
+		objs := mustTemplate(t, defaultNamespace, "--set", set)
+		for _, a := range args(t, objs) {
+			if strings.HasPrefix(a, "--metrics-ca-configmap") {
+				t.Errorf("--set %s: %s, where there is no self-managed CA or no certificate to verify", set, a)
+			}
+		}
+		if rules, ok := dig(objs["Role "+defaultNamespace+"/handroll-webhook-certs"], "rules").([]any); ok && len(rules) != 2 {
+			t.Errorf("--set %s: the Role grants %v; want the Secret's rules alone", set, rules)
+		}
+	}
+}
+
+// TestNotesNameTheReaderSubjects: with metrics over HTTPS and nobody bound
+// to read them, NOTES.txt says exactly what to set; once set, it does not.
+func TestNotesNameTheReaderSubjects(t *testing.T) {
+	notes := func(set string) string {
+		t.Helper()
+		out, err := run(t, nil, helmPath(t), "install", "handroll", "charts/handroll", "--namespace", defaultNamespace, "--dry-run=client", "--set", set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, n, ok := strings.Cut(string(out), "NOTES:")
+		if !ok {
+			t.Fatalf("--set %s: no NOTES in\n%s", set, out)
+		}
+		return n
+	}
+	unbound := notes("prometheus.enable=true,prometheus.serviceMonitor.authorization.credentials.name=prometheus-token")
+	for _, want := range []string{
+		"ConfigMap handroll-ca in " + defaultNamespace + " (key ca.crt)",
+		"handroll-metrics." + defaultNamespace + ".svc",
+		"Prometheus's scrapes are refused (403)",
+		"Secret prometheus-token",
+		"helm upgrade handroll --reuse-values --set 'metrics.reader.subjects[0].kind=ServiceAccount," +
+			"metrics.reader.subjects[0].name=<its name>,metrics.reader.subjects[0].namespace=<its namespace>'",
+		"--clusterrole=handroll-metrics-reader",
+	} {
+		if !strings.Contains(unbound, want) {
+			t.Errorf("NOTES without reader subjects do not say %q:\n%s", want, unbound)
+		}
+	}
+	if bound := notes("prometheus.enable=true," + scraperValues(defaultNamespace)); strings.Contains(bound, "metrics.reader.subjects") {
+		t.Errorf("NOTES still ask for metrics.reader.subjects once set:\n%s", bound)
 	}
 }

@@ -27,9 +27,10 @@ const injectCAFrom = "cert-manager.io/inject-ca-from"
 // In each: the Certificates name the Services' DNS names in that namespace
 // and are issued by the install's own CA, the webhook configurations and
 // the CRD ask cert-manager to inject that Certificate's CA, the Deployment
-// reads both pairs from the mounted Secrets, the operator is granted what
-// operatorNeeds lists less the self-managed certificates' rows, and the
-// ServiceMonitor verifies the metrics certificate. Nothing else changes.
+// reads both pairs from the mounted Secrets and publishes no CA of its
+// own, the operator is granted what operatorNeeds lists less the
+// self-managed certificates' rows, and the ServiceMonitor verifies the
+// metrics certificate against cert-manager's CA. Nothing else changes.
 func TestCertManagerComponent(t *testing.T) {
 	kubectl := kubectlPath(t)
 	root, err := controlplane.RepoRoot()
@@ -163,13 +164,18 @@ func checkCertManagerBuild(t *testing.T, ns string, objs, without built) {
 	if !slices.Contains(c.Args, "--metrics-secure") {
 		t.Errorf("the Deployment has --metrics-cert-dir without --metrics-secure, which the operator refuses")
 	}
+	// --metrics-ca-configmap goes: the operator refuses it beside
+	// --webhook-cert-dir, there being no CA of its own to publish.
 	wantDep := get[appsv1.Deployment](t, without, objectKey("Deployment", ns, "handroll"))
 	wantDep.Spec.Template.Spec.Volumes = dep.Spec.Template.Spec.Volumes
 	wantDep.Spec.Template.Spec.Containers[0].VolumeMounts = c.VolumeMounts
-	wantDep.Spec.Template.Spec.Containers[0].Args = append(wantDep.Spec.Template.Spec.Containers[0].Args,
-		"--webhook-cert-dir="+dirOf(c.Args, "--webhook-cert-dir"), "--metrics-cert-dir="+dirOf(c.Args, "--metrics-cert-dir"))
+	wantArgs := slices.DeleteFunc(wantDep.Spec.Template.Spec.Containers[0].Args, func(a string) bool {
+		return strings.HasPrefix(a, "--metrics-ca-configmap=")
+	})
+	wantArgs = append(wantArgs, "--webhook-cert-dir="+dirOf(c.Args, "--webhook-cert-dir"), "--metrics-cert-dir="+dirOf(c.Args, "--metrics-cert-dir"))
+	wantDep.Spec.Template.Spec.Containers[0].Args = wantArgs
 	if !apiequality.Semantic.DeepEqual(wantDep, dep) {
-		t.Errorf("manifests/certmanager changes the Deployment beyond the two volumes and flags")
+		t.Errorf("manifests/certmanager changes the Deployment beyond the two volumes and flags, and dropping --metrics-ca-configmap: args %q", c.Args)
 	}
 
 	checkCertManagerRBAC(t, ns, objs)

@@ -351,10 +351,21 @@ func TestMonitoringBuilds(t *testing.T) {
 			MatchLabels map[string]string `json:"matchLabels"`
 		} `json:"selector"`
 		Endpoints []struct {
-			Port      string `json:"port"`
-			Path      string `json:"path"`
-			Scheme    string `json:"scheme"`
-			TokenFile string `json:"bearerTokenFile"`
+			Port          string `json:"port"`
+			Path          string `json:"path"`
+			Scheme        string `json:"scheme"`
+			TokenFile     string `json:"bearerTokenFile"`
+			Authorization struct {
+				Type        string                   `json:"type"`
+				Credentials corev1.SecretKeySelector `json:"credentials"`
+			} `json:"authorization"`
+			TLSConfig struct {
+				CA struct {
+					ConfigMap corev1.ConfigMapKeySelector `json:"configMap"`
+				} `json:"ca"`
+				ServerName         string `json:"serverName"`
+				InsecureSkipVerify bool   `json:"insecureSkipVerify"`
+			} `json:"tlsConfig"`
 		} `json:"endpoints"`
 	}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(sm.Object["spec"].(map[string]any), &spec); err != nil {
@@ -382,19 +393,56 @@ func TestMonitoringBuilds(t *testing.T) {
 	if ep.Path != "/metrics" {
 		t.Errorf("the ServiceMonitor scrapes %q, want /metrics", ep.Path)
 	}
-	if secure && (ep.Scheme != "https" || ep.TokenFile == "") {
-		t.Errorf("the Deployment serves --metrics-secure: the ServiceMonitor must scrape over https with a bearer token")
+	if secure && (ep.Scheme != "https" || ep.Authorization.Type != "Bearer" || ep.TokenFile != "") {
+		t.Errorf("the Deployment serves --metrics-secure: the ServiceMonitor must scrape over https with a bearer token from authorization.credentials (bearerTokenFile is deprecated)")
 	}
 	if !secure && ep.Scheme == "https" {
 		t.Errorf("the Deployment serves plain HTTP metrics: the ServiceMonitor must not scrape over https")
 	}
+	if secure {
+		checkMetricsVerified(t, dep.Spec.Template.Spec.Containers[0].Args, ep.TLSConfig.CA.ConfigMap, ep.TLSConfig.ServerName, ep.TLSConfig.InsecureSkipVerify)
+	}
 
+	// The token is the component's own scraper's, and the reader binding
+	// names that scraper: no guess at Prometheus's ServiceAccount.
+	secret := get[corev1.Secret](t, mon, "Secret handroll-system/"+ep.Authorization.Credentials.Name)
+	if secret.Type != corev1.SecretTypeServiceAccountToken || ep.Authorization.Credentials.Key != corev1.ServiceAccountTokenKey {
+		t.Errorf("the ServiceMonitor's credentials are key %q of Secret %s of type %s; want token of a ServiceAccount token Secret",
+			ep.Authorization.Credentials.Key, secret.Name, secret.Type)
+	}
+	scraper := secret.Annotations[corev1.ServiceAccountNameKey]
+	if mon["ServiceAccount handroll-system/"+scraper] == nil {
+		t.Errorf("the token Secret is for ServiceAccount %q, which manifests/monitoring does not make", scraper)
+	}
 	b := get[rbacv1.ClusterRoleBinding](t, mon, "ClusterRoleBinding handroll-metrics-reader")
 	if b.RoleRef.Kind != "ClusterRole" || def["ClusterRole "+b.RoleRef.Name] == nil {
 		t.Errorf("ClusterRoleBinding handroll-metrics-reader binds %s %s, which manifests/default does not define", b.RoleRef.Kind, b.RoleRef.Name)
 	}
 	if _, ok := othersNeed[b.RoleRef.Name]; !ok {
 		t.Errorf("ClusterRoleBinding handroll-metrics-reader binds %s, which is not a role meant for others (othersNeed)", b.RoleRef.Name)
+	}
+	if want := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: scraper, Namespace: operatorNS}}; !slices.Equal(b.Subjects, want) {
+		t.Errorf("ClusterRoleBinding handroll-metrics-reader binds %v, want exactly the scraper whose token the ServiceMonitor sends, %v", b.Subjects, want)
+	}
+}
+
+// checkMetricsVerified: the ServiceMonitor trusts the ConfigMap the
+// operator publishes its CA in (--metrics-ca-configmap), key ca.crt, for a
+// name the metrics certificate holds in any namespace (the Service's short
+// name: kustomize names the namespace after the component has run).
+func checkMetricsVerified(t *testing.T, args []string, ca corev1.ConfigMapKeySelector, serverName string, insecure bool) {
+	t.Helper()
+	published := ""
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--metrics-ca-configmap="); ok {
+			published = v
+		}
+	}
+	if published == "" || ca.Name != published || ca.Key != "ca.crt" {
+		t.Errorf("the ServiceMonitor trusts ConfigMap %q key %q; want the one the Deployment publishes its CA in (--metrics-ca-configmap=%s), key ca.crt", ca.Name, ca.Key, published)
+	}
+	if insecure || serverName != "handroll-metrics" {
+		t.Errorf("the ServiceMonitor checks the name %q (insecureSkipVerify %v); want the metrics Service's handroll-metrics, verified", serverName, insecure)
 	}
 }
 

@@ -98,6 +98,13 @@ var operatorNeeds = []need{
 		"pkg/certs/manager.go New: a Secret informer with fieldSelector metadata.name=handroll-webhook-tls, authorized by name"},
 	{operatorNamespace, "", "secrets", []string{"get", "update"}, []string{"handroll-webhook-tls"},
 		"pkg/certs/manager.go Manager.syncSecret (update, get after a conflict) and Manager.inject (get before writing a bundle)"},
+	// The CA bundle published for Prometheus (--metrics-ca-configmap), in
+	// the operator's namespace only: the ClusterRole's configmaps grants
+	// are the WebApp controller's, which --namespaces may one day narrow.
+	{operatorNamespace, "", "configmaps", []string{"create"}, nil,
+		"pkg/certs/publish.go Manager.syncCAConfigMap: creates the ConfigMap handroll-ca when absent (create cannot be limited by name)"},
+	{operatorNamespace, "", "configmaps", []string{"get", "update"}, []string{"handroll-ca"},
+		"pkg/certs/publish.go Manager.syncCAConfigMap: writes the CA bundle into ca.crt, read first and updated with its resourceVersion"},
 	{cluster, "admissionregistration.k8s.io", "mutatingwebhookconfigurations", []string{"get", "update"}, []string{"handroll"},
 		"pkg/certs/inject.go Manager.syncMutating: injects the CA bundle into manifests/webhook's configuration"},
 	{cluster, "admissionregistration.k8s.io", "validatingwebhookconfigurations", []string{"get", "update"}, []string{"handroll"},
@@ -113,7 +120,7 @@ var othersNeed = map[string]othersRole{
 	"handroll-metrics-reader": {
 		Grants: []othersGrant{{"", "/metrics", []string{"get"}}},
 		Why: "whoever scrapes /metrics under --metrics-secure: pkg/server/secure.go authorizer.review asks a SubjectAccessReview for get /metrics " +
-			"(manifests/monitoring binds it to Prometheus)",
+			"(manifests/monitoring binds it to its scraper ServiceAccount, the chart to metrics.reader.subjects)",
 	},
 
 	// The roles for users, kubebuilder's <kind>_admin/editor/viewer_role.

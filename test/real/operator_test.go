@@ -3,6 +3,7 @@ package real
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net/http"
@@ -386,8 +387,8 @@ func checkWebhooks(t *testing.T) {
 }
 
 // checkMetrics scrapes /metrics through the metrics Service's address, as
-// a Prometheus in the cluster would, with a token RBAC allows and with one
-// it does not.
+// a Prometheus in the cluster would, verifying the server against the CA
+// ConfigMap, with a token RBAC allows and with one it does not.
 func checkMetrics(t *testing.T) {
 	ctx := context.Background()
 	ns := realNamespace(t, "scraper", nil)
@@ -413,9 +414,19 @@ func checkMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	url := fmt.Sprintf("https://%s:%d/metrics", svc.Spec.ClusterIP, svc.Spec.Ports[0].Port)
-	// The metrics certificate is the operator's own; what is checked here
-	// is who may read, not who serves.
-	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	// As the ServiceMonitor does: trust only the CA the operator publishes
+	// (--metrics-ca-configmap), for the Service's name.
+	published, err := kube.CoreV1().ConfigMaps(operatorNamespace).Get(ctx, "handroll-ca", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the CA the operator publishes for scrapers: %v", err)
+	}
+	trusted := x509.NewCertPool()
+	if !trusted.AppendCertsFromPEM([]byte(published.Data["ca.crt"])) {
+		t.Fatalf("ConfigMap %s/handroll-ca holds no certificate in ca.crt", operatorNamespace)
+	}
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		RootCAs: trusted, ServerName: "handroll-metrics." + operatorNamespace + ".svc", MinVersion: tls.VersionTLS12,
+	}}}
 	scrape := func(sa string) (int, string) {
 		tr, err := kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
 		if err != nil {

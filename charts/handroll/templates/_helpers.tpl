@@ -107,3 +107,26 @@ From step 1 until step 3's replicas are ready the webhooks are down: WebApp writ
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/*
+The release's full name, as helm create writes it: the release name, with
+the chart's name appended unless it already holds it.
+*/}}
+{{- define "handroll.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end }}
+
+{{/*
+The ConfigMap the operator publishes its self-managed CA in
+(--metrics-ca-configmap), which scrapers verify /metrics with: only with the
+self-managed certificates and a metrics server over HTTPS; empty otherwise.
+*/}}
+{{- define "handroll.caConfigMap" -}}
+{{- if and (eq (include "handroll.webhookCerts" .) "self-managed") .Values.metrics.enable .Values.metrics.secure -}}
+{{ include "handroll.fullname" . }}-ca
+{{- end -}}
+{{- end }}
