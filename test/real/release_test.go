@@ -198,8 +198,9 @@ func releasedDigest(t *testing.T, dist string) string {
 
 const ociIndex = "application/vnd.oci.image.index.v1+json"
 
-// registryGet reads a manifest from the local registry.
-func registryGet(t *testing.T, repo, ref string) (*http.Response, []byte) {
+// registryGet reads a manifest from the local registry: its headers and
+// its body.
+func registryGet(t *testing.T, repo, ref string) (http.Header, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, "http://"+cluster.Node.Registry+"/v2/"+repo+"/manifests/"+ref, nil)
 	if err != nil {
@@ -218,13 +219,13 @@ func registryGet(t *testing.T, repo, ref string) (*http.Response, []byte) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET %s:%s from the registry: %s\n%s", repo, ref, resp.Status, body.String())
 	}
-	return resp, body.Bytes()
+	return resp.Header, body.Bytes()
 }
 
 func manifestDigest(t *testing.T, repo, ref string) string {
 	t.Helper()
-	resp, _ := registryGet(t, repo, ref)
-	return resp.Header.Get("Docker-Content-Digest")
+	header, _ := registryGet(t, repo, ref)
+	return header.Get("Docker-Content-Digest")
 }
 
 // platformManifests names the image of each platform in the index.
