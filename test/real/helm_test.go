@@ -265,11 +265,12 @@ func checkNothingLeftIn(t *testing.T, ns string) {
 
 // checkRuntimeLeftIn is checkNothingLeftIn after a helm uninstall that ran
 // no hook: what the operator made as it ran (its Leases, its directory,
-// its certificate Secret) may stay, as docs/uninstall.md says.
+// its certificate Secret, the CA it publishes) may stay, as
+// docs/uninstall.md says.
 func checkRuntimeLeftIn(t *testing.T, ns string) {
 	checkLeftIn(t, ns, func(what string) bool {
 		return strings.HasPrefix(what, "Lease "+leaseName) || strings.HasPrefix(what, "ConfigMap "+webapp.DirectoryName) ||
-			what == "Secret handroll-webhook-tls"
+			what == "Secret handroll-webhook-tls" || what == "ConfigMap handroll-ca"
 	})
 }
 
