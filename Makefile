@@ -517,6 +517,11 @@ RELEASE_DEV  = $(findstring -,$(VERSION))
 # Files signed as blobs; the image is signed in its registry.
 RELEASE_SIGNED = install.yaml handroll-$(patsubst v%,%,$(VERSION)).tgz SHA256SUMS
 
+# cosign asks for the key's password on a terminal; a job has none, and
+# cosign's own error then ("inappropriate ioctl for device") names nothing.
+cosign-password = if [[ -n "$(COSIGN_KEY)" && -z "$${COSIGN_PASSWORD+set}" && ! -t 0 ]]; then \
+	  echo "$(1): COSIGN_PASSWORD is not set and there is no terminal to ask for the password of $(COSIGN_KEY): set it (empty for a key without one)" >&2; exit 1; fi
+
 .PHONY: release
 release: $(COSIGN) ## Write the release VERSION (= the VERSION file) into dist/: image archive, install.yaml, chart, SBOM, provenance, SHA256SUMS, and with COSIGN_KEY their signatures.
 	@$(GO) build -o bin/releases ./hack/releases && bin/releases check $(VERSION)
@@ -532,6 +537,7 @@ release: $(COSIGN) ## Write the release VERSION (= the VERSION file) into dist/:
 	@if [[ -n "$(RELEASE_DEV)" ]]; then echo "release: $(VERSION) is a development build, not a release"; \
 	elif [[ -z "$(COSIGN_KEY)" ]]; then \
 	  echo "release: $(VERSION) is a release and COSIGN_KEY is not set: a release is signed (docs/releasing.md)" >&2; exit 1; fi
+	@$(call cosign-password,release)
 	rm -rf "$(RELEASE_DIR)" && mkdir -p "$(RELEASE_DIR)"
 	@$(MAKE) --no-print-directory image IMG=$(RELEASE_REPO):$(VERSION) $(RELEASE_PINS)
 	cp $(IMAGE_DIR)/handroll.tar "$(RELEASE_DIR)/handroll-image.tar"
@@ -560,6 +566,7 @@ release: $(COSIGN) ## Write the release VERSION (= the VERSION file) into dist/:
 .PHONY: release-publish
 release-publish: $(COSIGN) $(HELM) ## Push dist/'s image and chart to RELEASE_REPO and RELEASE_CHARTS, sign both and attach the SBOM and provenance (COSIGN_KEY).
 	@if [[ -z "$(COSIGN_KEY)" ]]; then echo "release-publish: COSIGN_KEY is not set: what is published is signed" >&2; exit 1; fi
+	@$(call cosign-password,release-publish)
 	@cd "$(RELEASE_DIR)" && sha256sum --quiet -c SHA256SUMS || { echo "release-publish: $(RELEASE_DIR) does not hold what its SHA256SUMS lists: make release first" >&2; exit 1; }
 	@digest="$$($(MAKE) --no-print-directory image-push PUSH_ARCHIVE=$(abspath $(RELEASE_DIR))/handroll-image.tar IMG=$(PUBLISH_REPO):$(VERSION) | tail -n 1)"; \
 	if ! grep -qF "$(RELEASE_REPO)@$$digest" "$(RELEASE_DIR)/install.yaml"; then \
