@@ -50,6 +50,8 @@ type citedPage struct {
 
 var citedPages = []citedPage{
 	{path: "docs/manager.md", min: 30},
+	{path: "docs/seed-claims.md", min: 29},
+	{path: "docs/manager-map.md"},
 	{path: "docs/pitfalls.md"},
 	{path: "hack/compare/README.md"},
 }
