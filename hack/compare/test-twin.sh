@@ -5,7 +5,8 @@
 # the twin wherever it would start bin/handroll. Then the scenarios that the
 # options of --tuned change run again against the twin with --tuned. Then
 # test/examples runs the stop example (hack/compare/examples/stop) beside
-# handroll's (examples/stop). Last, hack/compare/pitfalls shows
+# handroll's (examples/stop), and hack/compare/examples/minimal passes the
+# scenario examples/minimal passes (test/minimal). Last, hack/compare/pitfalls shows
 # controller-runtime's side of docs/pitfalls.md.
 #
 # Usage (from anywhere): hack/compare/test-twin.sh [extra go test flags]
@@ -100,6 +101,9 @@ HANDROLL_OPERATOR_BINARY="$tuned" KUBEBUILDER_ASSETS="$assets" \
 echo "--- the stop when the grace period runs out: the Manager's, then handroll's"
 KUBEBUILDER_ASSETS="$assets" \
   go test ./test/examples/ -run '^TestStop' -count=1 "$@" || status=$?
+echo "--- the minimal program on controller-runtime (examples/minimal's scenario)"
+KUBEBUILDER_ASSETS="$assets" \
+  go -C hack/compare test -count=1 ./examples/minimal/ "$@" || status=$?
 echo "--- controller-runtime's side of docs/pitfalls.md"
 KUBEBUILDER_ASSETS="$assets" \
   go -C hack/compare test -race -count=1 ./pitfalls/... "$@" || status=$?

@@ -119,7 +119,7 @@ func TestDocsNameWhatExists(t *testing.T) {
 	root := repoRoot(t)
 	cr := controllerRuntime(t)
 	tests := testNames(t, root)
-	for _, page := range []string{"manager-map.md", "architecture.md", "pitfalls.md", "manager.md", "seed-claims.md", "exercises.md", "README.md", "sharding.md", "gitops.md", "upgrade.md", "monitoring.md"} {
+	for _, page := range []string{"manager-map.md", "architecture.md", "pitfalls.md", "manager.md", "seed-claims.md", "exercises.md", "README.md", "sharding.md", "gitops.md", "upgrade.md", "monitoring.md", "lifecycle.md"} {
 		doc := readDoc(t, page)
 		for _, p := range repoPaths(doc.text) {
 			if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(p))); err != nil {

@@ -1,7 +1,8 @@
 // Package leader tests pkg/leader against a real etcd and kube-apiserver:
 // two electors on one Lease, a graceful handover, a lease left to expire, a
 // lease lost to another holder or to an API server that stops answering, and
-// the metric and health check.
+// the metric and health check; and, under them all, the compare-and-swap on
+// the Lease's resourceVersion that lets only one of two candidates take it.
 package leader
 
 import (
