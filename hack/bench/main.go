@@ -161,21 +161,54 @@ func run(args []string) int {
 func parseFlags(args []string, output io.Writer) (o options, render string, err error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(output)
-	sizes := fs.String("n", "300,1000,3000", "sizes: WebApps per measurement, comma-separated")
-	regimes := fs.String("regimes", "200/300", "client regimes QPS/BURST, comma-separated; QPS/BURST@N+N runs that regime at those sizes only, "+
+	raw := o.addFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return o, "", err
+	}
+	if fs.NArg() > 0 {
+		return o, "", fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *raw.render != "" {
+		return o, *raw.render, nil
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	o.keepLogs = o.keepLogs || o.heapProfiles
+
+	errs := o.resolveFlags(raw, set)
+	o.defaults(set)
+	if err := errors.Join(errs...); err != nil {
+		return o, "", err
+	}
+	return o, "", o.validate()
+}
+
+// rawFlags are the flags parsed into options only once they are all set.
+type rawFlags struct {
+	sizes, regimes, contenders, backlogRegimes, shardingRegime, render *string
+	qps                                                                *float64
+	burst                                                              *int
+}
+
+// addFlags declares the bench's flags on fs: into o, or, for those parsed
+// later (resolveFlags), into what it returns.
+func (o *options) addFlags(fs *flag.FlagSet) rawFlags {
+	var raw rawFlags
+	raw.sizes = fs.String("n", "300,1000,3000", "sizes: WebApps per measurement, comma-separated")
+	raw.regimes = fs.String("regimes", "200/300", "client regimes QPS/BURST, comma-separated; QPS/BURST@N+N runs that regime at those sizes only, "+
 		"else the regime with the highest QPS runs every -n and the others the smallest -n")
-	qps := fs.Float64("qps", 20, "shorthand for -regimes QPS/BURST with -burst: a single regime")
-	burst := fs.Int("burst", 30, "see -qps")
+	raw.qps = fs.Float64("qps", 20, "shorthand for -regimes QPS/BURST with -burst: a single regime")
+	raw.burst = fs.Int("burst", 30, "see -qps")
 	fs.IntVar(&o.rounds, "rounds", 3, "rounds; each contender runs each measurement once per round, and each figure is the median over rounds")
 	fs.BoolVar(&o.quick, "quick", false, "a trial run: -idle 5s, -cold-start-window 3s and -edits 10 unless given, and the report says it was one")
 	fs.DurationVar(&o.idle, "idle", 20*time.Second, "how long to count an operator's writes after convergence, with nothing changing")
 	fs.DurationVar(&o.coldWindow, "cold-start-window", 8*time.Second, "how long to count a restarted operator's writes after /readyz, with every WebApp converged")
 	fs.IntVar(&o.workers, "workers", 4, "--max-concurrent-reconciles of every contender (the floor's writers)")
 	fs.StringVar(&o.out, "out", "docs", "directory for benchmarks.md, benchmarks.json and benchmarks-scale.svg, relative to the repository root unless absolute")
-	contenders := fs.String("contenders", strings.Join(defaultContenders, ","), "comma-separated contenders to run, of "+strings.Join(allContenders, ", "))
+	raw.contenders = fs.String("contenders", strings.Join(defaultContenders, ","), "comma-separated contenders to run, of "+strings.Join(allContenders, ", "))
 	fs.IntVar(&o.unrelated, "unrelated", 400, "unrelated objects of each kind (ConfigMaps of 64 KiB, Deployments, Services), in namespaces without WebApps, for the unrelated-objects scenario; 0 skips it")
 	fs.IntVar(&o.backlogN, "backlog-n", -1, "WebApps created while the contender is stopped, for the live-edits scenario; -1: the largest -n, at most 300; 0 skips it")
-	backlogRegimes := fs.String("backlog-regimes", "", "regimes of the live-edits scenario, comma-separated QPS/BURST; empty: the regime with the highest QPS")
+	raw.backlogRegimes = fs.String("backlog-regimes", "", "regimes of the live-edits scenario, comma-separated QPS/BURST; empty: the regime with the highest QPS")
 	fs.IntVar(&o.edits, "edits", 50, "spec.replicas edits, each to a different WebApp, once the contender is ready in the live-edits scenario")
 	fs.DurationVar(&o.editInterval, "edit-interval", 150*time.Millisecond, "time between two edits")
 	fs.IntVar(&o.failoverN, "failover-n", -1, "WebApps of each failover trial; -1: the smallest -n")
@@ -189,40 +222,33 @@ func parseFlags(args []string, output io.Writer) (o options, render string, err 
 	fs.IntVar(&o.shardingN, "sharding-n", 600, "WebApps of the sharding scenario, over 30 namespaces")
 	fs.IntVar(&o.shardingRounds, "sharding-rounds", 3, "rounds of the sharding scenario, each one replica then three")
 	fs.StringVar(&o.shardingNames, "sharding-names", shardingNamesNumbered, "how the sharding scenario's namespaces are named: "+shardingNamesNumbered+" (…-team-00 to -team-29) or "+shardingNamesRandom)
-	shardingRegime := fs.String("sharding-regime", "20/30", "QPS/BURST of each replica in the sharding scenario")
-	fs.StringVar(&render, "render", "", "measure nothing: rewrite benchmarks.md and benchmarks-scale.svg next to the given benchmarks.json from its samples")
-	if err := fs.Parse(args); err != nil {
-		return o, "", err
-	}
-	if fs.NArg() > 0 {
-		return o, "", fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	if render != "" {
-		return o, render, nil
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	o.keepLogs = o.keepLogs || o.heapProfiles
+	raw.shardingRegime = fs.String("sharding-regime", "20/30", "QPS/BURST of each replica in the sharding scenario")
+	raw.render = fs.String("render", "", "measure nothing: rewrite benchmarks.md and benchmarks-scale.svg next to the given benchmarks.json from its samples")
+	return raw
+}
 
+// resolveFlags parses raw into o; set holds the flags given.
+func (o *options) resolveFlags(raw rawFlags, set map[string]bool) []error {
 	var errs []error
-	if o.sizes, err = parseSizes(*sizes, ","); err != nil {
+	var err error
+	if o.sizes, err = parseSizes(*raw.sizes, ","); err != nil {
 		errs = append(errs, fmt.Errorf("-n: %w", err))
 	}
 	switch {
 	case (set["qps"] || set["burst"]) && set["regimes"]:
 		errs = append(errs, errors.New("-qps and -burst are a shorthand for one regime: give them or -regimes, not both"))
 	case set["qps"] || set["burst"]:
-		if *qps <= 0 || *burst < 1 {
+		if *raw.qps <= 0 || *raw.burst < 1 {
 			errs = append(errs, errors.New("-qps and -burst must be positive"))
 		}
-		o.regimes = []regimeSpec{{Regime: Regime{QPS: *qps, Burst: *burst}}}
+		o.regimes = []regimeSpec{{Regime: Regime{QPS: *raw.qps, Burst: *raw.burst}}}
 	default:
-		if o.regimes, err = parseRegimes(*regimes); err != nil {
+		if o.regimes, err = parseRegimes(*raw.regimes); err != nil {
 			errs = append(errs, fmt.Errorf("-regimes: %w", err))
 		}
 	}
-	if *backlogRegimes != "" {
-		specs, err := parseRegimes(*backlogRegimes)
+	if *raw.backlogRegimes != "" {
+		specs, err := parseRegimes(*raw.backlogRegimes)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("-backlog-regimes: %w", err))
 		}
@@ -233,10 +259,10 @@ func parseFlags(args []string, output io.Writer) (o options, render string, err 
 			o.backlogRegimes = append(o.backlogRegimes, s.Regime)
 		}
 	}
-	o.contenders = strings.Split(*contenders, ",")
+	o.contenders = strings.Split(*raw.contenders, ",")
 	o.explicitContenders = set["contenders"]
-	if specs, err := parseRegimes(*shardingRegime); err != nil || len(specs) != 1 || specs[0].sizes != nil {
-		errs = append(errs, fmt.Errorf("-sharding-regime %q: want one QPS/BURST, such as 20/30", *shardingRegime))
+	if specs, err := parseRegimes(*raw.shardingRegime); err != nil || len(specs) != 1 || specs[0].sizes != nil {
+		errs = append(errs, fmt.Errorf("-sharding-regime %q: want one QPS/BURST, such as 20/30", *raw.shardingRegime))
 	} else {
 		o.shardingRegime = specs[0].Regime
 	}
@@ -255,6 +281,12 @@ func parseFlags(args []string, output io.Writer) (o options, render string, err 
 			errs = append(errs, errors.New("-sharding-n must be positive"))
 		}
 	}
+	return errs
+}
+
+// defaults fills in what depends on other flags: -quick's shorter
+// settings, unless given, and the sizes of the backlog and the failover.
+func (o *options) defaults(set map[string]bool) {
 	if o.quick {
 		if !set["idle"] {
 			o.idle = 5 * time.Second
@@ -276,10 +308,6 @@ func parseFlags(args []string, output io.Writer) (o options, render string, err 
 			o.failoverN = o.sizes[0]
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return o, "", err
-	}
-	return o, "", o.validate()
 }
 
 func (o *options) validate() error {
