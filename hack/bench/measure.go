@@ -462,15 +462,7 @@ func (b *bench) failover(ctx context.Context, v failoverVariant, cell Cell, sig 
 
 func (b *bench) failoverAttempt(ctx context.Context, label string, v failoverVariant, cell Cell, sig syscall.Signal, ns, leaseName string, pick int) (s FailoverSample, oldLeaderWrote bool, err error) {
 	s = FailoverSample{Variant: v.name, Signal: signalName(sig)}
-	args := b.args(v.c, cell.Regime, append([]string{
-		"--namespaces=" + ns,
-		"--leader-elect=true",
-		"--leader-elect-resource-name=" + leaseName,
-		"--leader-elect-resource-namespace=" + operatorNamespace,
-		"--leader-elect-lease-duration=" + leaseDuration.String(),
-		"--leader-elect-renew-deadline=" + renewDeadline.String(),
-		"--leader-elect-retry-period=" + retryPeriod.String(),
-	}, v.extra...)...)
+	args := b.failoverArgs(v, cell, ns, leaseName)
 
 	// Replica A first, so that it is the leader.
 	leading := b.tracker.awaitLease(leaseName, func(l lease) bool { return l.holder != "" })
@@ -527,14 +519,9 @@ func (b *bench) failoverAttempt(ctx context.Context, label string, v failoverVar
 		return s, false, fmt.Errorf("WebApp %s/%s went from generation %d to %d: something else changed it", ns, name, w.Generation, gen)
 	}
 
-	timeout := time.After(b.o.timeout)
-	var written time.Time
-	select {
-	case written = <-wrote:
-	case <-timeout:
-		return s, false, fmt.Errorf("no write for WebApp %s/%s within %s", ns, name, b.o.timeout)
-	case <-ctx.Done():
-		return s, false, ctx.Err()
+	written, err := b.awaitWrite(ctx, wrote, ns, name)
+	if err != nil {
+		return s, false, err
 	}
 	next, err := b.awaitLease(ctx, taken, sb)
 	if err != nil {
@@ -552,6 +539,33 @@ func (b *bench) failoverAttempt(ctx context.Context, label string, v failoverVar
 	s.AcquireToWriteSeconds = written.Sub(next.acquire).Seconds()
 	b.logf("%s: first write %s after the stop, %s after the Lease was taken", label, formatSeconds(s.KillToWriteSeconds), formatSeconds(s.AcquireToWriteSeconds))
 	return s, false, nil
+}
+
+// failoverArgs are the arguments of both replicas of variant v: leader
+// election on leaseName, over namespace ns alone.
+func (b *bench) failoverArgs(v failoverVariant, cell Cell, ns, leaseName string) []string {
+	return b.args(v.c, cell.Regime, append([]string{
+		"--namespaces=" + ns,
+		"--leader-elect=true",
+		"--leader-elect-resource-name=" + leaseName,
+		"--leader-elect-resource-namespace=" + operatorNamespace,
+		"--leader-elect-lease-duration=" + leaseDuration.String(),
+		"--leader-elect-renew-deadline=" + renewDeadline.String(),
+		"--leader-elect-retry-period=" + retryPeriod.String(),
+	}, v.extra...)...)
+}
+
+// awaitWrite waits for the write wrote reports of WebApp ns/name, within
+// the timeout.
+func (b *bench) awaitWrite(ctx context.Context, wrote <-chan time.Time, ns, name string) (time.Time, error) {
+	select {
+	case written := <-wrote:
+		return written, nil
+	case <-time.After(b.o.timeout):
+		return time.Time{}, fmt.Errorf("no write for WebApp %s/%s within %s", ns, name, b.o.timeout)
+	case <-ctx.Done():
+		return time.Time{}, ctx.Err()
+	}
 }
 
 // awaitLease waits for ch, failing if p exits or the timeout passes.
