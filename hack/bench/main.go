@@ -379,15 +379,8 @@ func benchmark(ctx context.Context, o options, args []string) (err error) {
 	if !filepath.IsAbs(o.out) {
 		o.out = filepath.Join(root, o.out)
 	}
-	res := &Results{
-		Machine: describeMachine(),
-		Command: commandLine(args),
-		Started: time.Now().UTC().Format(time.RFC3339),
-	}
-	b := &bench{o: o, began: time.Now(), res: res}
-	if o.quick {
-		res.Notes = append(res.Notes, "A trial run (-quick): short idle, cold-start and edit settings; not for publishing.")
-	}
+	b := newBench(o, args)
+	res := b.res
 
 	// The plan first, so that a run that does not fit can be stopped
 	// before it has cost anything.
@@ -461,6 +454,19 @@ func benchmark(ctx context.Context, o options, args []string) (err error) {
 	}
 	b.logf("wrote %s, %s and %s", filepath.Join(o.out, "benchmarks.md"), filepath.Join(o.out, "benchmarks.json"), filepath.Join(o.out, scaleSVGName))
 	return nil
+}
+
+// newBench is a run of o, its results begun.
+func newBench(o options, args []string) *bench {
+	res := &Results{
+		Machine: describeMachine(),
+		Command: commandLine(args),
+		Started: time.Now().UTC().Format(time.RFC3339),
+	}
+	if o.quick {
+		res.Notes = append(res.Notes, "A trial run (-quick): short idle, cold-start and edit settings; not for publishing.")
+	}
+	return &bench{o: o, began: time.Now(), res: res}
 }
 
 // phaseClock times each phase of a run; each phase's time is kept beside
