@@ -7,7 +7,8 @@ import "errors"
 // for work still running past its drain (ErrWorkStillRunning).
 //
 // It is the stop rule of the single leader (Run), of each range of
-// --shards (shard.Coordinator) and of the process (cmd/handroll stopper):
+// --shards (shard.Coordinator) and of the process (cmd/handroll's
+// stopper.stop):
 //
 //   - a graceful stop cancels the work, waits for it to drain, releases
 //     the Lease, then flushes the events and stops the informers and the
