@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -77,7 +76,7 @@ func startSharded(ctx context.Context, p *process) (err error) {
 	// bury the reason, which main logs last.
 	unlessFenced := func(stop func()) func() {
 		return func() {
-			if !errors.Is(err, leader.ErrLeaseLost) && !errors.Is(err, leader.ErrWorkStillRunning) {
+			if !leader.Unfenced(err) {
 				stop()
 			}
 		}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -164,13 +163,7 @@ func (p *process) serve() error {
 	p.health = &server.Health{}
 	p.health.AddLivenessCheck(server.Ping)
 	p.health.AddLivenessCheck(elector.HealthCheck())
-	p.health.AddReadinessCheck(server.Ping)
-	// Not ready until step 8 puts its caches' check in this one's place:
-	// the probes are served from now on, and a replica must not count as
-	// ready before its caches even exist.
-	p.health.AddReadinessCheck(server.Check{Name: "informer-sync", Check: func(*http.Request) error {
-		return errors.New("the caches have not been made yet")
-	}})
+	addReadiness(p.health)
 	if p.srvs, err = newServers(p.cfg, p.kube, p.scheme, p.o, p.health, p.registry); err != nil {
 		return fmt.Errorf("step 6, servers: %w", err)
 	}
@@ -276,56 +269,6 @@ func runLeader(ctx context.Context, p *process) error {
 		stopServers: p.srvs.stop,
 	}
 	return st.waitThenStop(ctx, p.srvs.errs, "leader election", "the controllers")
-}
-
-// leaderSyncCheck is the single leader's readiness check on its caches,
-// counted only while counts says so: a cold standby has none to wait for.
-//
-// A replica that serves the webhooks does not wait for an informer whose
-// list fails only because the API server cannot call handroll's
-// conversion webhook (objects stored at v1alpha1, every replica restarted
-// at once): the API server reaches that webhook through the Service, which
-// publishes only ready replicas, so waiting would be a deadlock, each
-// replica unready until a replica is ready. Once ready, it is published,
-// the conversion is served, and the informer's next list (client-go
-// retries at most a minute apart) fills the cache within step 10's
-// --cache-sync-timeout; the controllers start only after that, as ever.
-func leaderSyncCheck(caches *handrollcache.Caches, servesConversion bool, counts func() bool) server.Check {
-	unsynced := caches.Unsynced
-	if servesConversion {
-		unsynced = caches.UnsyncedExceptConversion
-	}
-	var logged sync.Once
-	return server.Check{Name: "informer-sync", Check: func(*http.Request) error {
-		if !counts() {
-			return nil
-		}
-		// Names only: why (a forbidden list, say) is in the log and in
-		// step 10's error, not on a port anyone in the cluster can probe.
-		if unsynced := unsynced(); len(unsynced) > 0 {
-			return fmt.Errorf("not synced: %s", strings.Join(unsynced, ", "))
-		}
-		if servesConversion {
-			if waiting := caches.AwaitingConversion(); len(waiting) > 0 {
-				logged.Do(func() {
-					klog.InfoS("Ready before these caches sync: their lists need the WebApp conversion webhook, which the API server reaches only once a replica is ready",
-						"informers", waiting)
-				})
-			}
-		}
-		return nil
-	}}
-}
-
-// conversionReport is /readyz?verbose's account of the informers that
-// leaderSyncCheck does not wait for: reported, not counted.
-func conversionReport(caches *handrollcache.Caches) server.Check {
-	return server.Check{Name: "informer-sync-conversion", Check: func(*http.Request) error {
-		if waiting := caches.AwaitingConversion(); len(waiting) > 0 {
-			return fmt.Errorf("waiting for the API server to reach the conversion webhook, not counted in informer-sync: %s", strings.Join(waiting, ", "))
-		}
-		return nil
-	}}
 }
 
 // syncLeaderCaches is step 10: it starts the caches, until done, and
@@ -490,11 +433,13 @@ type stopper struct {
 // the way: the controllers (their in-flight reconciles finish, then the
 // Lease is released), the events flushed, the informers, the servers.
 //
-// A lost Lease ends it at once, in whatever phase: another replica may
-// lead already, and this one must neither write (an Event, a status) nor
-// wait for anything. So does a reconcile still running after the drain:
-// its Lease is kept, and expires a lease duration after its last renewal. The Lease can only be lost until Run returns; the
-// later phases hold nothing another replica could take over.
+// An unfenced stop (leader.Unfenced, where the rule is stated) ends it at
+// once, in whatever phase: a lost Lease, as another replica may lead
+// already, and this one must neither write (an Event, a status) nor wait
+// for anything; a reconcile still running after the drain, as its Lease is
+// kept and expires a lease duration after its last renewal. The Lease can
+// only be lost until Run returns; the later phases hold nothing another
+// replica could take over.
 func (s stopper) stop(runErr error) error {
 	klog.InfoS("Stopping", "timeout", s.timeout)
 	deadline := time.NewTimer(s.timeout)

@@ -87,6 +87,53 @@ func TestStopEndsAtOnceOnALostLease(t *testing.T) {
 	}
 }
 
+// TestAnUnfencedStopEndsAtOnce: the stop rule (leader.Unfenced). A stop
+// whose Lease no longer fences the work, lost or kept for a reconcile still
+// running, ends once the election returns: no Event is flushed and nothing
+// is waited for, though the servers would take the whole timeout. Any
+// other stop runs every phase, in order.
+func TestAnUnfencedStopEndsAtOnce(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		election error
+		unfenced bool
+	}{
+		{"the Lease lost", fmt.Errorf("%w: lease ns/handroll-leader not renewed by me", leader.ErrLeaseLost), true},
+		{"a reconcile still running", fmt.Errorf("%w: a reconcile", leader.ErrWorkStillRunning), true},
+		{"the controllers failed", errors.New("the directory controller failed"), false},
+		{"a graceful stop", nil, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := leader.Unfenced(c.election); got != c.unfenced {
+				t.Fatalf("leader.Unfenced = %t, want %t", got, c.unfenced)
+			}
+			var block []string
+			if c.unfenced {
+				block = []string{"events", "servers"}
+			}
+			st, r := newStopper(t, time.Minute, c.election, block...)
+			returned := make(chan error, 1)
+			go func() { returned <- st.stop(nil) }()
+			var err error
+			select {
+			case err = <-returned:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("stop did not return; it ran %v", r.ran())
+			}
+			if c.election != nil && !errors.Is(err, c.election) || c.election == nil && err != nil {
+				t.Errorf("stop = %v, want %v", err, c.election)
+			}
+			want := "stopRun,events,caches,servers"
+			if c.unfenced {
+				want = "stopRun"
+			}
+			if got := strings.Join(r.ran(), ","); got != want {
+				t.Errorf("phases %s, want %s", got, want)
+			}
+		})
+	}
+}
+
 // A graceful stop runs every phase, in order, after the controllers.
 func TestStopInOrder(t *testing.T) {
 	st, r := newStopper(t, time.Minute, nil)

@@ -161,21 +161,54 @@ func run(args []string) int {
 func parseFlags(args []string, output io.Writer) (o options, render string, err error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(output)
-	sizes := fs.String("n", "300,1000,3000", "sizes: WebApps per measurement, comma-separated")
-	regimes := fs.String("regimes", "200/300", "client regimes QPS/BURST, comma-separated; QPS/BURST@N+N runs that regime at those sizes only, "+
+	raw := o.addFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return o, "", err
+	}
+	if fs.NArg() > 0 {
+		return o, "", fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *raw.render != "" {
+		return o, *raw.render, nil
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	o.keepLogs = o.keepLogs || o.heapProfiles
+
+	errs := o.resolveFlags(raw, set)
+	o.defaults(set)
+	if err := errors.Join(errs...); err != nil {
+		return o, "", err
+	}
+	return o, "", o.validate()
+}
+
+// rawFlags are the flags parsed into options only once they are all set.
+type rawFlags struct {
+	sizes, regimes, contenders, backlogRegimes, shardingRegime, render *string
+	qps                                                                *float64
+	burst                                                              *int
+}
+
+// addFlags declares the bench's flags on fs: into o, or, for those parsed
+// later (resolveFlags), into what it returns.
+func (o *options) addFlags(fs *flag.FlagSet) rawFlags {
+	var raw rawFlags
+	raw.sizes = fs.String("n", "300,1000,3000", "sizes: WebApps per measurement, comma-separated")
+	raw.regimes = fs.String("regimes", "200/300", "client regimes QPS/BURST, comma-separated; QPS/BURST@N+N runs that regime at those sizes only, "+
 		"else the regime with the highest QPS runs every -n and the others the smallest -n")
-	qps := fs.Float64("qps", 20, "shorthand for -regimes QPS/BURST with -burst: a single regime")
-	burst := fs.Int("burst", 30, "see -qps")
+	raw.qps = fs.Float64("qps", 20, "shorthand for -regimes QPS/BURST with -burst: a single regime")
+	raw.burst = fs.Int("burst", 30, "see -qps")
 	fs.IntVar(&o.rounds, "rounds", 3, "rounds; each contender runs each measurement once per round, and each figure is the median over rounds")
 	fs.BoolVar(&o.quick, "quick", false, "a trial run: -idle 5s, -cold-start-window 3s and -edits 10 unless given, and the report says it was one")
 	fs.DurationVar(&o.idle, "idle", 20*time.Second, "how long to count an operator's writes after convergence, with nothing changing")
 	fs.DurationVar(&o.coldWindow, "cold-start-window", 8*time.Second, "how long to count a restarted operator's writes after /readyz, with every WebApp converged")
 	fs.IntVar(&o.workers, "workers", 4, "--max-concurrent-reconciles of every contender (the floor's writers)")
 	fs.StringVar(&o.out, "out", "docs", "directory for benchmarks.md, benchmarks.json and benchmarks-scale.svg, relative to the repository root unless absolute")
-	contenders := fs.String("contenders", strings.Join(defaultContenders, ","), "comma-separated contenders to run, of "+strings.Join(allContenders, ", "))
+	raw.contenders = fs.String("contenders", strings.Join(defaultContenders, ","), "comma-separated contenders to run, of "+strings.Join(allContenders, ", "))
 	fs.IntVar(&o.unrelated, "unrelated", 400, "unrelated objects of each kind (ConfigMaps of 64 KiB, Deployments, Services), in namespaces without WebApps, for the unrelated-objects scenario; 0 skips it")
 	fs.IntVar(&o.backlogN, "backlog-n", -1, "WebApps created while the contender is stopped, for the live-edits scenario; -1: the largest -n, at most 300; 0 skips it")
-	backlogRegimes := fs.String("backlog-regimes", "", "regimes of the live-edits scenario, comma-separated QPS/BURST; empty: the regime with the highest QPS")
+	raw.backlogRegimes = fs.String("backlog-regimes", "", "regimes of the live-edits scenario, comma-separated QPS/BURST; empty: the regime with the highest QPS")
 	fs.IntVar(&o.edits, "edits", 50, "spec.replicas edits, each to a different WebApp, once the contender is ready in the live-edits scenario")
 	fs.DurationVar(&o.editInterval, "edit-interval", 150*time.Millisecond, "time between two edits")
 	fs.IntVar(&o.failoverN, "failover-n", -1, "WebApps of each failover trial; -1: the smallest -n")
@@ -189,40 +222,33 @@ func parseFlags(args []string, output io.Writer) (o options, render string, err 
 	fs.IntVar(&o.shardingN, "sharding-n", 600, "WebApps of the sharding scenario, over 30 namespaces")
 	fs.IntVar(&o.shardingRounds, "sharding-rounds", 3, "rounds of the sharding scenario, each one replica then three")
 	fs.StringVar(&o.shardingNames, "sharding-names", shardingNamesNumbered, "how the sharding scenario's namespaces are named: "+shardingNamesNumbered+" (…-team-00 to -team-29) or "+shardingNamesRandom)
-	shardingRegime := fs.String("sharding-regime", "20/30", "QPS/BURST of each replica in the sharding scenario")
-	fs.StringVar(&render, "render", "", "measure nothing: rewrite benchmarks.md and benchmarks-scale.svg next to the given benchmarks.json from its samples")
-	if err := fs.Parse(args); err != nil {
-		return o, "", err
-	}
-	if fs.NArg() > 0 {
-		return o, "", fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	if render != "" {
-		return o, render, nil
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	o.keepLogs = o.keepLogs || o.heapProfiles
+	raw.shardingRegime = fs.String("sharding-regime", "20/30", "QPS/BURST of each replica in the sharding scenario")
+	raw.render = fs.String("render", "", "measure nothing: rewrite benchmarks.md and benchmarks-scale.svg next to the given benchmarks.json from its samples")
+	return raw
+}
 
+// resolveFlags parses raw into o; set holds the flags given.
+func (o *options) resolveFlags(raw rawFlags, set map[string]bool) []error {
 	var errs []error
-	if o.sizes, err = parseSizes(*sizes, ","); err != nil {
+	var err error
+	if o.sizes, err = parseSizes(*raw.sizes, ","); err != nil {
 		errs = append(errs, fmt.Errorf("-n: %w", err))
 	}
 	switch {
 	case (set["qps"] || set["burst"]) && set["regimes"]:
 		errs = append(errs, errors.New("-qps and -burst are a shorthand for one regime: give them or -regimes, not both"))
 	case set["qps"] || set["burst"]:
-		if *qps <= 0 || *burst < 1 {
+		if *raw.qps <= 0 || *raw.burst < 1 {
 			errs = append(errs, errors.New("-qps and -burst must be positive"))
 		}
-		o.regimes = []regimeSpec{{Regime: Regime{QPS: *qps, Burst: *burst}}}
+		o.regimes = []regimeSpec{{Regime: Regime{QPS: *raw.qps, Burst: *raw.burst}}}
 	default:
-		if o.regimes, err = parseRegimes(*regimes); err != nil {
+		if o.regimes, err = parseRegimes(*raw.regimes); err != nil {
 			errs = append(errs, fmt.Errorf("-regimes: %w", err))
 		}
 	}
-	if *backlogRegimes != "" {
-		specs, err := parseRegimes(*backlogRegimes)
+	if *raw.backlogRegimes != "" {
+		specs, err := parseRegimes(*raw.backlogRegimes)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("-backlog-regimes: %w", err))
 		}
@@ -233,10 +259,10 @@ func parseFlags(args []string, output io.Writer) (o options, render string, err 
 			o.backlogRegimes = append(o.backlogRegimes, s.Regime)
 		}
 	}
-	o.contenders = strings.Split(*contenders, ",")
+	o.contenders = strings.Split(*raw.contenders, ",")
 	o.explicitContenders = set["contenders"]
-	if specs, err := parseRegimes(*shardingRegime); err != nil || len(specs) != 1 || specs[0].sizes != nil {
-		errs = append(errs, fmt.Errorf("-sharding-regime %q: want one QPS/BURST, such as 20/30", *shardingRegime))
+	if specs, err := parseRegimes(*raw.shardingRegime); err != nil || len(specs) != 1 || specs[0].sizes != nil {
+		errs = append(errs, fmt.Errorf("-sharding-regime %q: want one QPS/BURST, such as 20/30", *raw.shardingRegime))
 	} else {
 		o.shardingRegime = specs[0].Regime
 	}
@@ -255,6 +281,12 @@ func parseFlags(args []string, output io.Writer) (o options, render string, err 
 			errs = append(errs, errors.New("-sharding-n must be positive"))
 		}
 	}
+	return errs
+}
+
+// defaults fills in what depends on other flags: -quick's shorter
+// settings, unless given, and the sizes of the backlog and the failover.
+func (o *options) defaults(set map[string]bool) {
 	if o.quick {
 		if !set["idle"] {
 			o.idle = 5 * time.Second
@@ -276,10 +308,6 @@ func parseFlags(args []string, output io.Writer) (o options, render string, err 
 			o.failoverN = o.sizes[0]
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return o, "", err
-	}
-	return o, "", o.validate()
 }
 
 func (o *options) validate() error {
@@ -351,50 +379,17 @@ func benchmark(ctx context.Context, o options, args []string) (err error) {
 	if !filepath.IsAbs(o.out) {
 		o.out = filepath.Join(root, o.out)
 	}
-	res := &Results{
-		Machine: describeMachine(),
-		Command: commandLine(args),
-		Started: time.Now().UTC().Format(time.RFC3339),
-	}
-	b := &bench{o: o, began: time.Now(), res: res}
-	if o.quick {
-		res.Notes = append(res.Notes, "A trial run (-quick): short idle, cold-start and edit settings; not for publishing.")
-	}
+	b := newBench(o, args)
+	res := b.res
 
 	// The plan first, so that a run that does not fit can be stopped
 	// before it has cost anything.
 	plan := o.plan()
-	phases := o.phases(plan, o.contenders)
-	printPlan(os.Stderr, phases)
-	// Each phase's time is kept beside its estimate, to refit the model.
-	cur, phaseBegan := -1, time.Time{}
-	endPhase := func() {
-		if cur >= 0 {
-			phases[cur].Seconds = time.Since(phaseBegan).Seconds()
-			b.logf("phase done in %s (estimated %s): %s", elapsed(time.Since(phaseBegan)),
-				elapsed(time.Duration(phases[cur].EstimatedSeconds*float64(time.Second))), phases[cur].Name)
-		}
-		cur = -1
-	}
-	phase := func(kind string, cell *Cell) {
-		endPhase()
-		cur = slices.IndexFunc(phases, func(p Phase) bool {
-			return p.Kind == kind && p.Seconds == 0 && (cell == nil || (p.Cell != nil && *p.Cell == *cell))
-		})
-		if cur < 0 {
-			phases = append(phases, Phase{Kind: kind, Name: kind, Cell: cell})
-			cur = len(phases) - 1
-		}
-		phaseBegan = time.Now()
-	}
+	clock := &phaseClock{b: b, phases: o.phases(plan, o.contenders), cur: -1}
+	printPlan(os.Stderr, clock.phases)
 	defer func() {
-		endPhase()
-		b.logf("phases (took, estimated):")
-		for _, p := range phases {
-			if p.Seconds > 0 {
-				b.logf("  %8s  %8s  %s", elapsed(time.Duration(p.Seconds*float64(time.Second))), elapsed(time.Duration(p.EstimatedSeconds*float64(time.Second))), p.Name)
-			}
-		}
+		clock.end()
+		clock.logSummary()
 	}()
 
 	work, err := os.MkdirTemp("", "handroll-bench-")
@@ -404,7 +399,7 @@ func benchmark(ctx context.Context, o options, args []string) (err error) {
 	b.logDir = work
 	defer func() {
 		if err != nil {
-			b.savePartial(work, phases, err)
+			b.savePartial(work, clock.phases, err)
 		}
 		if err != nil || o.keepLogs {
 			fmt.Fprintf(os.Stderr, "bench: contender logs kept in %s\n", work)
@@ -413,15 +408,124 @@ func benchmark(ctx context.Context, o options, args []string) (err error) {
 		}
 	}()
 
-	phase(phaseBuild, nil)
+	clock.start(phaseBuild, nil)
 	contenders, floor, err := b.build(ctx, root)
 	if err != nil {
 		return err
 	}
 	o = b.o // build may have dropped contenders
 
-	phase(phaseSetup, nil)
+	clock.start(phaseSetup, nil)
 	// One control plane for everything.
+	cpOpts := clusterOptions(root, o)
+	cp, err := controlplane.Start(ctx, cpOpts)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if stopErr := cp.Stop(); stopErr != nil {
+			fmt.Fprintf(os.Stderr, "bench: stopping the control plane: %v\n", stopErr)
+		}
+	}()
+	trackCtx, stopTracking := context.WithCancel(ctx)
+	defer stopTracking()
+	if err := b.connect(ctx, trackCtx, cp); err != nil {
+		return err
+	}
+	res.Config = b.config(plan, cpOpts)
+
+	b.logf("warming the API server up")
+	if err := b.warmUp(ctx, floor, scaleRegime(o.regimes)); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	if o.sharding {
+		clock.start(phaseSharding, nil)
+		return b.shardingScenario(ctx, contenders, args)
+	}
+	if err := b.measure(ctx, clock, contenders, plan); err != nil {
+		return err
+	}
+	clock.end()
+
+	res.Phases = append(res.Phases, clock.done()...)
+	res.Duration = time.Since(b.began).Round(time.Second).String()
+	if err := res.write(o.out); err != nil {
+		return err
+	}
+	b.logf("wrote %s, %s and %s", filepath.Join(o.out, "benchmarks.md"), filepath.Join(o.out, "benchmarks.json"), filepath.Join(o.out, scaleSVGName))
+	return nil
+}
+
+// newBench is a run of o, its results begun.
+func newBench(o options, args []string) *bench {
+	res := &Results{
+		Machine: describeMachine(),
+		Command: commandLine(args),
+		Started: time.Now().UTC().Format(time.RFC3339),
+	}
+	if o.quick {
+		res.Notes = append(res.Notes, "A trial run (-quick): short idle, cold-start and edit settings; not for publishing.")
+	}
+	return &bench{o: o, began: time.Now(), res: res}
+}
+
+// phaseClock times each phase of a run; each phase's time is kept beside
+// its estimate, to refit the model.
+type phaseClock struct {
+	b      *bench
+	phases []Phase
+	cur    int // the phase running; -1 for none
+	began  time.Time
+}
+
+// end ends the phase running, if any.
+func (c *phaseClock) end() {
+	if c.cur >= 0 {
+		p := &c.phases[c.cur]
+		p.Seconds = time.Since(c.began).Seconds()
+		c.b.logf("phase done in %s (estimated %s): %s", elapsed(time.Since(c.began)),
+			elapsed(time.Duration(p.EstimatedSeconds*float64(time.Second))), p.Name)
+	}
+	c.cur = -1
+}
+
+// start ends the phase running and starts the planned phase of kind and
+// cell not yet timed, or a new one when none was planned.
+func (c *phaseClock) start(kind string, cell *Cell) {
+	c.end()
+	c.cur = slices.IndexFunc(c.phases, func(p Phase) bool {
+		return p.Kind == kind && p.Seconds == 0 && (cell == nil || (p.Cell != nil && *p.Cell == *cell))
+	})
+	if c.cur < 0 {
+		c.phases = append(c.phases, Phase{Kind: kind, Name: kind, Cell: cell})
+		c.cur = len(c.phases) - 1
+	}
+	c.began = time.Now()
+}
+
+// logSummary logs each phase that ran, its time beside its estimate.
+func (c *phaseClock) logSummary() {
+	c.b.logf("phases (took, estimated):")
+	for _, p := range c.phases {
+		if p.Seconds > 0 {
+			c.b.logf("  %8s  %8s  %s", elapsed(time.Duration(p.Seconds*float64(time.Second))), elapsed(time.Duration(p.EstimatedSeconds*float64(time.Second))), p.Name)
+		}
+	}
+}
+
+// done is the phases that ran.
+func (c *phaseClock) done() []Phase {
+	var out []Phase
+	for _, p := range c.phases {
+		if p.Seconds > 0 {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// clusterOptions are the options of the one control plane a run uses.
+func clusterOptions(root string, o options) controlplane.Options {
 	cpOpts := controlplane.Options{
 		CRDDirs:  []string{filepath.Join(root, "manifests", "crd")},
 		Progress: os.Stderr,
@@ -434,15 +538,12 @@ func benchmark(ctx context.Context, o options, args []string) (err error) {
 		cpOpts.ControllerArgs = clusterControllerArgs
 		cpOpts.DisabledControllers = clusterDisabledControllers
 	}
-	cp, err := controlplane.Start(ctx, cpOpts)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if stopErr := cp.Stop(); stopErr != nil {
-			fmt.Fprintf(os.Stderr, "bench: stopping the control plane: %v\n", stopErr)
-		}
-	}()
+	return cpOpts
+}
+
+// connect makes b's clients of cp, creates the operator's namespace and
+// starts the tracker until trackCtx ends.
+func (b *bench) connect(ctx, trackCtx context.Context, cp *controlplane.ControlPlane) error {
 	b.kubeconfig = cp.Kubeconfig
 	cfg := rest.CopyConfig(cp.Config)
 	cfg.QPS, cfg.Burst = 2000, 4000
@@ -455,61 +556,46 @@ func benchmark(ctx context.Context, o options, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	b.cluster = &cluster{kube: kube, client: client, apiServerEvents: map[types.UID]float64{}, controllers: o.controllers}
+	b.cluster = &cluster{kube: kube, client: client, apiServerEvents: map[types.UID]float64{}, controllers: b.o.controllers}
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
 	b.tracker = newTracker()
-	trackCtx, stopTracking := context.WithCancel(ctx)
-	defer stopTracking()
-	if err := b.tracker.start(trackCtx, kube, client, operatorNamespace); err != nil {
-		return err
-	}
+	return b.tracker.start(trackCtx, kube, client, operatorNamespace)
+}
 
-	res.Config = Config{
+// config is the run's configuration, as the report states it.
+func (b *bench) config(plan Plan, cpOpts controlplane.Options) Config {
+	o := b.o
+	cfg := Config{
 		Sizes: o.sizes, Cells: plan.Cells, IdleCells: plan.IdleCells, NamespacesMax: maxNamespaces,
 		Rounds: o.rounds, IdleSeconds: o.idle.Seconds(), ColdStartWindowSeconds: o.coldWindow.Seconds(), Workers: o.workers,
 		LeaseDuration: leaseDuration.String(), RenewDeadline: renewDeadline.String(), RetryPeriod: retryPeriod.String(),
 		ReadyzEveryInformer: true,
 	}
 	if o.controllers {
-		res.Config.FakeNodes, res.Config.DisabledControllers = cpOpts.Nodes, cpOpts.DisabledControllers
+		cfg.FakeNodes, cfg.DisabledControllers = cpOpts.Nodes, cpOpts.DisabledControllers
 	}
 	for _, s := range o.regimes {
-		res.Config.Regimes = append(res.Config.Regimes, s.Regime)
+		cfg.Regimes = append(cfg.Regimes, s.Regime)
 	}
+	return cfg
+}
 
-	b.logf("warming the API server up")
-	if err := b.warmUp(ctx, floor, scaleRegime(o.regimes)); err != nil {
-		return fmt.Errorf("warm-up: %w", err)
-	}
-	if o.sharding {
-		phase(phaseSharding, nil)
-		return b.shardingScenario(ctx, contenders, args)
-	}
-
+// measure runs the plan's scenarios, each in its phase: unrelated objects,
+// the converge cells, the backlogs of live edits and the failovers.
+func (b *bench) measure(ctx context.Context, clock *phaseClock, contenders []contender, plan Plan) error {
+	o, res := b.o, b.res
 	if c := plan.Unrelated; c != nil {
-		phase(phaseUnrelated, c)
+		clock.start(phaseUnrelated, c)
 		if err := b.unrelatedScenario(ctx, contenders, *c); err != nil {
 			return fmt.Errorf("unrelated objects: %w", err)
 		}
 	}
 	for i, cell := range plan.Cells {
-		phase(phaseCell, &cell)
-		for round := 1; round <= o.rounds; round++ {
-			// Rotated by cell as well as by round, so that with one round
-			// the same contender does not always go first.
-			for _, c := range rotate(contenders, i+round-1) {
-				run := convergeRun{cell: cell, round: round, label: fmt.Sprintf("c%d-r%d-%s", i, round, c.name), idle: slices.Contains(plan.IdleCells, cell), coldStart: true}
-				s, cs, err := b.converge(ctx, c, run)
-				if err != nil {
-					return fmt.Errorf("converge, %s, %s, round %d: %w", c.name, cell, round, err)
-				}
-				res.Converge = append(res.Converge, s)
-				if cs != nil {
-					res.ColdStart = append(res.ColdStart, *cs)
-				}
-			}
+		clock.start(phaseCell, &cell)
+		if err := b.convergeCell(ctx, contenders, plan, i, cell); err != nil {
+			return err
 		}
 	}
 	if len(plan.Backlog) > 0 {
@@ -517,41 +603,57 @@ func benchmark(ctx context.Context, o options, args []string) (err error) {
 		res.Config.BacklogCells = plan.Backlog
 	}
 	for i, cell := range plan.Backlog {
-		phase(phaseBacklog, &cell)
-		for round := 1; round <= o.rounds; round++ {
-			for _, c := range rotate(contenders, i+round-1) {
-				if !c.operator {
-					continue
-				}
-				s, err := b.backlog(ctx, c, cell, fmt.Sprintf("b%d-r%d-%s", i, round, c.name), round)
-				if err != nil {
-					return fmt.Errorf("live edits, %s, %s, round %d: %w", c.name, cell, round, err)
-				}
-				res.Backlog = append(res.Backlog, s)
-			}
+		clock.start(phaseBacklog, &cell)
+		if err := b.backlogCell(ctx, contenders, i, cell); err != nil {
+			return err
 		}
 	}
-
 	if c := plan.Failover; c == nil {
 		res.Notes = append(res.Notes, "Failover was skipped (-skip-failover).")
 	} else {
-		phase(phaseFailover, c)
+		clock.start(phaseFailover, c)
 		if err := b.failovers(ctx, contenders, *c, res); err != nil {
 			return err
 		}
 	}
-	endPhase()
+	return nil
+}
 
-	for _, p := range phases {
-		if p.Seconds > 0 {
-			res.Phases = append(res.Phases, p)
+// convergeCell measures the i-th converge cell, every round.
+func (b *bench) convergeCell(ctx context.Context, contenders []contender, plan Plan, i int, cell Cell) error {
+	for round := 1; round <= b.o.rounds; round++ {
+		// Rotated by cell as well as by round, so that with one round
+		// the same contender does not always go first.
+		for _, c := range rotate(contenders, i+round-1) {
+			run := convergeRun{cell: cell, round: round, label: fmt.Sprintf("c%d-r%d-%s", i, round, c.name), idle: slices.Contains(plan.IdleCells, cell), coldStart: true}
+			s, cs, err := b.converge(ctx, c, run)
+			if err != nil {
+				return fmt.Errorf("converge, %s, %s, round %d: %w", c.name, cell, round, err)
+			}
+			b.res.Converge = append(b.res.Converge, s)
+			if cs != nil {
+				b.res.ColdStart = append(b.res.ColdStart, *cs)
+			}
 		}
 	}
-	res.Duration = time.Since(b.began).Round(time.Second).String()
-	if err := res.write(o.out); err != nil {
-		return err
+	return nil
+}
+
+// backlogCell measures the i-th backlog cell, every round, with the
+// operators alone.
+func (b *bench) backlogCell(ctx context.Context, contenders []contender, i int, cell Cell) error {
+	for round := 1; round <= b.o.rounds; round++ {
+		for _, c := range rotate(contenders, i+round-1) {
+			if !c.operator {
+				continue
+			}
+			s, err := b.backlog(ctx, c, cell, fmt.Sprintf("b%d-r%d-%s", i, round, c.name), round)
+			if err != nil {
+				return fmt.Errorf("live edits, %s, %s, round %d: %w", c.name, cell, round, err)
+			}
+			b.res.Backlog = append(b.res.Backlog, s)
+		}
 	}
-	b.logf("wrote %s, %s and %s", filepath.Join(o.out, "benchmarks.md"), filepath.Join(o.out, "benchmarks.json"), filepath.Join(o.out, scaleSVGName))
 	return nil
 }
 

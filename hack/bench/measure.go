@@ -81,19 +81,7 @@ func (b *bench) converge(ctx context.Context, c contender, run convergeRun) (_ C
 	b.tracker.begin(namespaces, n)
 	defer func() { err = errors.Join(err, b.cleanUp(ctx, namespaces)) }()
 
-	extra := []string{"--leader-elect=false"}
-	if !c.operator {
-		extra = []string{"--wait-for-sigusr1"}
-	}
-	pprofAddr := ""
-	if b.o.heapProfiles && c.operator {
-		if pprofAddr, err = freeAddr(); err != nil {
-			return s, nil, err
-		}
-		extra = append(extra, "--pprof-bind-address="+pprofAddr)
-	}
-	args := b.args(c, run.cell.Regime, extra...)
-	p, err := launch(c.name, c.bin, args, b.logDir)
+	p, args, pprofAddr, err := b.launchConverge(c, run)
 	if err != nil {
 		return s, nil, err
 	}
@@ -102,96 +90,14 @@ func (b *bench) converge(ctx context.Context, c contender, run convergeRun) (_ C
 			err = errors.Join(err, p.stop(syscall.SIGTERM, stopGrace))
 		}
 	}()
-	b.logf("%s: starting", label)
-	ready, err := p.waitReady(ctx, 2*time.Minute)
+	after, err := b.measureConverge(ctx, c, p, convergeTarget{label: label, namespaces: namespaces, n: n, pprofAddr: pprofAddr}, &s)
 	if err != nil {
 		return s, nil, err
 	}
-	s.ReadySeconds = ready.Sub(p.started).Seconds()
-	before, err := p.requests()
-	if err != nil {
-		return s, nil, err
-	}
-	eventsBefore, err := b.cluster.eventWrites(ctx)
-	if err != nil {
-		return s, nil, err
-	}
-
-	if pprofAddr != "" {
-		// For a CPU profile of the converge, from another shell:
-		// go tool pprof http://ADDR/debug/pprof/profile?seconds=…
-		b.logf("%s: pprof at http://%s/debug/pprof/", label, pprofAddr)
-	}
-	b.logf("%s: ready after %s; creating %d WebApps", label, formatSeconds(s.ReadySeconds), n)
-	began := time.Now()
-	if err := b.cluster.createWebApps(ctx, namespaces, n); err != nil {
-		return s, nil, err
-	}
-	created := time.Now()
-	s.CreateSeconds = created.Sub(began).Seconds()
-	if !c.operator {
-		if err := p.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
-			return s, nil, err
-		}
-	}
-	r, err := b.wait(ctx, label, []*proc{p}, func(r runState) bool { return r.converged == r.want }, created)
-	if err != nil {
-		return s, nil, err
-	}
-	s.ConvergeSeconds = r.convergedAt.Sub(created).Seconds()
-	if b.o.controllers && c.operator {
-		if err := b.waitReady(ctx, label, p, created, &s); err != nil {
-			return s, nil, err
-		}
-	}
-	after, err := b.settle(ctx, p)
-	if err != nil {
-		return s, nil, err
-	}
-	eventsAfter, err := b.cluster.eventWrites(ctx)
-	if err != nil {
-		return s, nil, err
-	}
-	s.Requests, s.EventWrites = delta(before, after), eventsAfter-eventsBefore
-	if total(s.Requests) == 0 {
-		return s, nil, fmt.Errorf("%s reported no API requests: does it export rest_client_requests_total?", c.name)
-	}
-	if s.ConvergedPeakRSSBytes, s.CPUSeconds, err = p.usage(); err != nil {
-		return s, nil, err
-	}
-	s.ConvergedLiveHeapBytes, _ = p.liveHeap()
-	if pprofAddr != "" {
-		if err := saveHeapProfile(ctx, pprofAddr, strings.TrimSuffix(p.logPath, ".log")+".heap.pb.gz"); err != nil {
-			return s, nil, err
-		}
-	}
-	readyNote := ""
-	if s.ReadyAllSeconds > 0 {
-		readyNote = ", Ready in " + formatSeconds(s.ReadyAllSeconds)
-	}
-	b.logf("%s: applied in %s%s, %.0f requests (%.0f writes, %.0f of them events)", label, formatSeconds(s.ConvergeSeconds), readyNote, total(s.Requests), writes(s.Requests), s.EventWrites)
-
 	if c.operator && run.idle && b.o.idle > 0 {
-		b.logf("%s: idle for %s", label, b.o.idle)
-		if err := sleep(ctx, b.o.idle); err != nil {
+		if err := b.measureIdle(ctx, p, label, after, &s); err != nil {
 			return s, nil, err
 		}
-		if !p.running() {
-			return s, nil, p.failed()
-		}
-		idle, err := p.requests()
-		if err != nil {
-			return s, nil, err
-		}
-		_, cpu, err := p.usage()
-		if err != nil {
-			return s, nil, err
-		}
-		s.IdleRequests = delta(after, idle)
-		// Both readings are whole clock ticks: round away the float noise.
-		w, idleCPU := writes(s.IdleRequests), math.Round((cpu-s.CPUSeconds)*clockTicks)/clockTicks
-		s.IdleWrites, s.IdleCPUSeconds = &w, &idleCPU
-		b.logf("%s: %.0f writes while idle", label, w)
 	}
 	if s.PeakRSSBytes, _, err = p.usage(); err != nil {
 		return s, nil, err
@@ -204,6 +110,135 @@ func (b *bench) converge(ctx context.Context, c contender, run convergeRun) (_ C
 	}
 	cs, err := b.coldStart(ctx, c, run, args)
 	return s, &cs, err
+}
+
+// launchConverge starts c for run: an operator without leader election,
+// the floor waiting for SIGUSR1; with -heap-profiles, an operator serves
+// pprof at pprofAddr. args are c's arguments, for the cold start.
+func (b *bench) launchConverge(c contender, run convergeRun) (p *proc, args []string, pprofAddr string, err error) {
+	extra := []string{"--leader-elect=false"}
+	if !c.operator {
+		extra = []string{"--wait-for-sigusr1"}
+	}
+	if b.o.heapProfiles && c.operator {
+		if pprofAddr, err = freeAddr(); err != nil {
+			return nil, nil, "", err
+		}
+		extra = append(extra, "--pprof-bind-address="+pprofAddr)
+	}
+	args = b.args(c, run.cell.Regime, extra...)
+	p, err = launch(c.name, c.bin, args, b.logDir)
+	return p, args, pprofAddr, err
+}
+
+// convergeTarget is what one converge measurement creates, and where.
+type convergeTarget struct {
+	label      string
+	namespaces []string
+	n          int
+	pprofAddr  string // "" without -heap-profiles
+}
+
+// measureConverge waits for p to be ready, creates the WebApps and
+// measures, into s, how p converges them: times, requests, events and
+// memory. after is p's request counts once it settled.
+func (b *bench) measureConverge(ctx context.Context, c contender, p *proc, t convergeTarget, s *ConvergeSample) (after map[string]float64, err error) {
+	label := t.label
+	b.logf("%s: starting", label)
+	ready, err := p.waitReady(ctx, 2*time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	s.ReadySeconds = ready.Sub(p.started).Seconds()
+	before, err := p.requests()
+	if err != nil {
+		return nil, err
+	}
+	eventsBefore, err := b.cluster.eventWrites(ctx)
+	if err != nil {
+		return nil, err
+	}
+
+	if t.pprofAddr != "" {
+		// For a CPU profile of the converge, from another shell:
+		// go tool pprof http://ADDR/debug/pprof/profile?seconds=…
+		b.logf("%s: pprof at http://%s/debug/pprof/", label, t.pprofAddr)
+	}
+	b.logf("%s: ready after %s; creating %d WebApps", label, formatSeconds(s.ReadySeconds), t.n)
+	began := time.Now()
+	if err := b.cluster.createWebApps(ctx, t.namespaces, t.n); err != nil {
+		return nil, err
+	}
+	created := time.Now()
+	s.CreateSeconds = created.Sub(began).Seconds()
+	if !c.operator {
+		if err := p.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+			return nil, err
+		}
+	}
+	r, err := b.wait(ctx, label, []*proc{p}, func(r runState) bool { return r.converged == r.want }, created)
+	if err != nil {
+		return nil, err
+	}
+	s.ConvergeSeconds = r.convergedAt.Sub(created).Seconds()
+	if b.o.controllers && c.operator {
+		if err := b.waitReady(ctx, label, p, created, s); err != nil {
+			return nil, err
+		}
+	}
+	after, err = b.settle(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	eventsAfter, err := b.cluster.eventWrites(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.Requests, s.EventWrites = delta(before, after), eventsAfter-eventsBefore
+	if total(s.Requests) == 0 {
+		return nil, fmt.Errorf("%s reported no API requests: does it export rest_client_requests_total?", c.name)
+	}
+	if s.ConvergedPeakRSSBytes, s.CPUSeconds, err = p.usage(); err != nil {
+		return nil, err
+	}
+	s.ConvergedLiveHeapBytes, _ = p.liveHeap()
+	if t.pprofAddr != "" {
+		if err := saveHeapProfile(ctx, t.pprofAddr, strings.TrimSuffix(p.logPath, ".log")+".heap.pb.gz"); err != nil {
+			return nil, err
+		}
+	}
+	readyNote := ""
+	if s.ReadyAllSeconds > 0 {
+		readyNote = ", Ready in " + formatSeconds(s.ReadyAllSeconds)
+	}
+	b.logf("%s: applied in %s%s, %.0f requests (%.0f writes, %.0f of them events)", label, formatSeconds(s.ConvergeSeconds), readyNote, total(s.Requests), writes(s.Requests), s.EventWrites)
+	return after, nil
+}
+
+// measureIdle leaves p idle for -idle and counts, into s, the writes and
+// CPU it spends with nothing changing, from its request counts after.
+func (b *bench) measureIdle(ctx context.Context, p *proc, label string, after map[string]float64, s *ConvergeSample) error {
+	b.logf("%s: idle for %s", label, b.o.idle)
+	if err := sleep(ctx, b.o.idle); err != nil {
+		return err
+	}
+	if !p.running() {
+		return p.failed()
+	}
+	idle, err := p.requests()
+	if err != nil {
+		return err
+	}
+	_, cpu, err := p.usage()
+	if err != nil {
+		return err
+	}
+	s.IdleRequests = delta(after, idle)
+	// Both readings are whole clock ticks: round away the float noise.
+	w, idleCPU := writes(s.IdleRequests), math.Round((cpu-s.CPUSeconds)*clockTicks)/clockTicks
+	s.IdleWrites, s.IdleCPUSeconds = &w, &idleCPU
+	b.logf("%s: %.0f writes while idle", label, w)
+	return nil
 }
 
 // coldStart restarts c, just stopped, on the WebApps it converged: the
@@ -427,15 +462,7 @@ func (b *bench) failover(ctx context.Context, v failoverVariant, cell Cell, sig 
 
 func (b *bench) failoverAttempt(ctx context.Context, label string, v failoverVariant, cell Cell, sig syscall.Signal, ns, leaseName string, pick int) (s FailoverSample, oldLeaderWrote bool, err error) {
 	s = FailoverSample{Variant: v.name, Signal: signalName(sig)}
-	args := b.args(v.c, cell.Regime, append([]string{
-		"--namespaces=" + ns,
-		"--leader-elect=true",
-		"--leader-elect-resource-name=" + leaseName,
-		"--leader-elect-resource-namespace=" + operatorNamespace,
-		"--leader-elect-lease-duration=" + leaseDuration.String(),
-		"--leader-elect-renew-deadline=" + renewDeadline.String(),
-		"--leader-elect-retry-period=" + retryPeriod.String(),
-	}, v.extra...)...)
+	args := b.failoverArgs(v, cell, ns, leaseName)
 
 	// Replica A first, so that it is the leader.
 	leading := b.tracker.awaitLease(leaseName, func(l lease) bool { return l.holder != "" })
@@ -492,14 +519,9 @@ func (b *bench) failoverAttempt(ctx context.Context, label string, v failoverVar
 		return s, false, fmt.Errorf("WebApp %s/%s went from generation %d to %d: something else changed it", ns, name, w.Generation, gen)
 	}
 
-	timeout := time.After(b.o.timeout)
-	var written time.Time
-	select {
-	case written = <-wrote:
-	case <-timeout:
-		return s, false, fmt.Errorf("no write for WebApp %s/%s within %s", ns, name, b.o.timeout)
-	case <-ctx.Done():
-		return s, false, ctx.Err()
+	written, err := b.awaitWrite(ctx, wrote, ns, name)
+	if err != nil {
+		return s, false, err
 	}
 	next, err := b.awaitLease(ctx, taken, sb)
 	if err != nil {
@@ -517,6 +539,33 @@ func (b *bench) failoverAttempt(ctx context.Context, label string, v failoverVar
 	s.AcquireToWriteSeconds = written.Sub(next.acquire).Seconds()
 	b.logf("%s: first write %s after the stop, %s after the Lease was taken", label, formatSeconds(s.KillToWriteSeconds), formatSeconds(s.AcquireToWriteSeconds))
 	return s, false, nil
+}
+
+// failoverArgs are the arguments of both replicas of variant v: leader
+// election on leaseName, over namespace ns alone.
+func (b *bench) failoverArgs(v failoverVariant, cell Cell, ns, leaseName string) []string {
+	return b.args(v.c, cell.Regime, append([]string{
+		"--namespaces=" + ns,
+		"--leader-elect=true",
+		"--leader-elect-resource-name=" + leaseName,
+		"--leader-elect-resource-namespace=" + operatorNamespace,
+		"--leader-elect-lease-duration=" + leaseDuration.String(),
+		"--leader-elect-renew-deadline=" + renewDeadline.String(),
+		"--leader-elect-retry-period=" + retryPeriod.String(),
+	}, v.extra...)...)
+}
+
+// awaitWrite waits for the write wrote reports of WebApp ns/name, within
+// the timeout.
+func (b *bench) awaitWrite(ctx context.Context, wrote <-chan time.Time, ns, name string) (time.Time, error) {
+	select {
+	case written := <-wrote:
+		return written, nil
+	case <-time.After(b.o.timeout):
+		return time.Time{}, fmt.Errorf("no write for WebApp %s/%s within %s", ns, name, b.o.timeout)
+	case <-ctx.Done():
+		return time.Time{}, ctx.Err()
+	}
 }
 
 // awaitLease waits for ch, failing if p exits or the timeout passes.

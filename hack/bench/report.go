@@ -844,11 +844,24 @@ func (r *Results) edits(c Cell, contender string) []float64 {
 func (r *Results) markdown() string {
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
-	cells := r.cells()
 
 	p("# Benchmarks: handroll, its controller-runtime twin, and the floor\n\n")
 	p("Written by `hack/bench`; every figure below comes from one run, with the contenders\n")
 	p("alternating on the same control plane. Do not edit by hand: run it again.\n\n")
+	r.machineSection(p)
+	r.goalsAndScale(p)
+	r.perSize(p, r.cells())
+	r.scenarios(p)
+	r.planAndTime(p)
+	p("## How each figure is measured\n\n")
+	for _, line := range methodology(r) {
+		p("- %s\n", line)
+	}
+	return b.String()
+}
+
+// machineSection is the machine, the run and its notes.
+func (r *Results) machineSection(p func(string, ...any)) {
 	p("## Machine and run\n\n")
 	p("| | |\n|---|---|\n")
 	p("| CPU | %s × %d |\n", r.Machine.CPU, r.Machine.CPUs)
@@ -873,6 +886,10 @@ func (r *Results) markdown() string {
 		p("\n")
 	}
 
+}
+
+// goalsAndScale is handroll's goals, the plot of cost against N and the cost per WebApp more.
+func (r *Results) goalsAndScale(p func(string, ...any)) {
 	if goals := r.goals(); len(goals) > 0 {
 		p("## Goals\n\n")
 		p("handroll's targets, against this run's figures.\n\n")
@@ -897,6 +914,10 @@ func (r *Results) markdown() string {
 		}
 	}
 
+}
+
+// perSize is a table per size, per regime.
+func (r *Results) perSize(p func(string, ...any), cells []Cell) {
 	for _, g := range regimesOf(cells) {
 		p("## Per size: %s\n\n", g.Title())
 		p("%s; ratios are of medians.\n\n", capitalize(r.samplesNote()))
@@ -909,6 +930,10 @@ func (r *Results) markdown() string {
 		}
 	}
 
+}
+
+// scenarios is the unrelated objects, the live edits and the failovers.
+func (r *Results) scenarios(p func(string, ...any)) {
 	if c := r.Config.UnrelatedCell; c != nil {
 		p("## Unrelated objects\n\n")
 		p("%d ConfigMaps of %d KiB, %d Deployments and %d Services in %d namespaces without WebApps; %s. "+
@@ -929,6 +954,10 @@ func (r *Results) markdown() string {
 		r.failoverTable(p)
 	}
 
+}
+
+// planAndTime is each phase's estimate beside what it took.
+func (r *Results) planAndTime(p func(string, ...any)) {
 	if len(r.Phases) > 0 {
 		p("## Plan and time\n\n")
 		p("Each phase's estimate (the cost model in `hack/bench/plan.go`, fitted to a quiet machine, printed when the run starts) and what it took.\n\n")
@@ -942,11 +971,6 @@ func (r *Results) markdown() string {
 		p("| all | %s | %s |\n\n", elapsed(seconds(est)), elapsed(seconds(took)))
 	}
 
-	p("## How each figure is measured\n\n")
-	for _, line := range methodology(r) {
-		p("- %s\n", line)
-	}
-	return b.String()
 }
 
 func capitalize(s string) string {
@@ -1189,9 +1213,14 @@ func startUpNote(everyInformer bool) string {
 }
 
 func methodology(r *Results) []string {
+	return append(runMethodology(r), scenarioMethodology(r)...)
+}
+
+// runMethodology is how the run and the per-size figures are measured.
+func runMethodology(r *Results) []string {
 	idle := seconds(r.Config.IdleSeconds)
 	window := seconds(r.Config.ColdStartWindowSeconds)
-	lines := []string{
+	return []string{
 		clusterNote(r.Config.FakeNodes, r.Config.DisabledControllers),
 		"**Contenders**: handroll; the twin (`hack/compare`, handroll's operator on controller-runtime) as kubebuilder scaffolds it; " +
 			"twin-tuned, the same binary with `--tuned`, which turns on every controller-runtime option matching handroll's design " +
@@ -1259,6 +1288,12 @@ func methodology(r *Results) []string {
 			"it made until then, and those in the %s after it (from its own counters; none are needed, so the goal is 0). The floor has no "+
 			"cache to fill and applies every WebApp again at each start by design: n/a.", window),
 	}
+}
+
+// scenarioMethodology is how each scenario the run had is measured, and
+// the plot drawn.
+func scenarioMethodology(r *Results) []string {
+	var lines []string
 	if c := r.Config.UnrelatedCell; c != nil {
 		lines = append(lines, fmt.Sprintf("**Unrelated objects**: before this scenario, the bench creates %d ConfigMaps with %d KiB of data each, "+
 			"%d Deployments and %d Services (ClusterIP) in %d namespaces that hold no WebApps, with its own client (QPS 2000, 16 requests "+

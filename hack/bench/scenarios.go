@@ -99,41 +99,9 @@ func (b *bench) backlog(ctx context.Context, c contender, cell Cell, nsLabel str
 	}
 	s.ReadySeconds = ready.Sub(p.started).Seconds()
 
-	// The edits: each waiter is registered before its edit, and its clock
-	// starts at the edit's response.
 	b.logf("%s: ready after %s; %d edits, %s apart", label, formatSeconds(s.ReadySeconds), b.o.edits, b.o.editInterval)
-	type pending struct {
-		name      string
-		seen      <-chan time.Time
-		responded time.Time
-	}
-	var edits []pending
-	for j := range b.o.edits {
-		i := editIndex(j, b.o.edits, n)
-		ns, name := namespaces[i%len(namespaces)], appName(i)
-		seen := b.tracker.awaitApp(ns, name, func(a *app) bool { return a.deployment && a.replicas == editReplicas })
-		if _, err := b.cluster.setReplicas(ctx, ns, name, editReplicas); err != nil {
-			return s, err
-		}
-		edits = append(edits, pending{name: ns + "/" + name, seen: seen, responded: time.Now()})
-		if err := sleep(ctx, b.o.editInterval); err != nil {
-			return s, err
-		}
-	}
-	timeout := time.After(b.o.timeout)
-	for _, e := range edits {
-		select {
-		case at := <-e.seen:
-			// A Deployment seen before the edit's response came back is a
-			// zero latency, not a negative one.
-			s.EditSeconds = append(s.EditSeconds, max(0, at.Sub(e.responded).Seconds()))
-		case <-p.exited:
-			return s, p.failed()
-		case <-timeout:
-			return s, fmt.Errorf("%s: the edit of %s not seen within %s", label, e.name, b.o.timeout)
-		case <-ctx.Done():
-			return s, ctx.Err()
-		}
+	if s.EditSeconds, err = b.liveEdits(ctx, p, label, namespaces, n); err != nil {
+		return s, err
 	}
 	b.logf("%s: all %d edits seen; p50 %s, p99 %s", label, len(s.EditSeconds), formatSeconds(percentile(s.EditSeconds, 50)), formatSeconds(percentile(s.EditSeconds, 99)))
 
@@ -161,4 +129,46 @@ func (b *bench) backlog(ctx context.Context, c contender, cell Cell, nsLabel str
 	}
 	b.logf("%s: drained %s after ready, %.0f requests", label, formatSeconds(s.DrainSeconds), total(s.Requests))
 	return s, nil
+}
+
+// liveEdits makes -edits edits of spec.replicas, -edit-interval apart, each
+// to a different one of the n WebApps in namespaces, and returns how long
+// after its response each was seen applied. Each waiter is registered
+// before its edit, and its clock starts at the edit's response.
+func (b *bench) liveEdits(ctx context.Context, p *proc, label string, namespaces []string, n int) ([]float64, error) {
+	type pending struct {
+		name      string
+		seen      <-chan time.Time
+		responded time.Time
+	}
+	var edits []pending
+	for j := range b.o.edits {
+		i := editIndex(j, b.o.edits, n)
+		ns, name := namespaces[i%len(namespaces)], appName(i)
+		seen := b.tracker.awaitApp(ns, name, func(a *app) bool { return a.deployment && a.replicas == editReplicas })
+		if _, err := b.cluster.setReplicas(ctx, ns, name, editReplicas); err != nil {
+			return nil, err
+		}
+		edits = append(edits, pending{name: ns + "/" + name, seen: seen, responded: time.Now()})
+		if err := sleep(ctx, b.o.editInterval); err != nil {
+			return nil, err
+		}
+	}
+	timeout := time.After(b.o.timeout)
+	var latencies []float64
+	for _, e := range edits {
+		select {
+		case at := <-e.seen:
+			// A Deployment seen before the edit's response came back is a
+			// zero latency, not a negative one.
+			latencies = append(latencies, max(0, at.Sub(e.responded).Seconds()))
+		case <-p.exited:
+			return nil, p.failed()
+		case <-timeout:
+			return nil, fmt.Errorf("%s: the edit of %s not seen within %s", label, e.name, b.o.timeout)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return latencies, nil
 }

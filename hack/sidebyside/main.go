@@ -113,105 +113,15 @@ func render(root string) ([]byte, error) {
 // else in the one step whose part shows it.
 func resolve(p pair, load func(string) (*source, error), counts *lineCounts) (resolvedPair, error) {
 	rp := resolvedPair{pair: p}
-	var fieldSpans map[string]span
-	var opts *source
-	if p.options != nil {
-		var keys []string
-		var err error
-		if opts, err = load(p.options.file); err != nil {
-			return rp, err
-		}
-		if fieldSpans, keys, err = opts.fields(p.options.fn, p.options.typ); err != nil {
-			return rp, fmt.Errorf("%s: %w", p.options.file, err)
-		}
-		claimed := map[string]string{}
-		for _, st := range p.steps {
-			for _, f := range st.twin.fields {
-				if _, ok := fieldSpans[f]; !ok {
-					return rp, fmt.Errorf("step %q: %s: the %s literal in %s has no field %s (fix the step in hack/sidebyside/steps.go)", st.title, p.options.file, p.options.typ, p.options.fn, f)
-				}
-				if other, ok := claimed[f]; ok {
-					return rp, fmt.Errorf("steps %q and %q both name the field %s of %s", other, st.title, f, p.options.typ)
-				}
-				claimed[f] = st.title
-			}
-		}
-		for _, k := range keys {
-			if _, ok := claimed[k]; !ok {
-				return rp, fmt.Errorf("%s: no step names the field %s of the %s literal in %s: add it to a step in hack/sidebyside/steps.go", p.options.file, k, p.options.typ, p.options.fn)
-			}
-		}
+	opts, fieldSpans, err := optionFields(p, load)
+	if err != nil {
+		return rp, err
 	}
-	isField := map[int]bool{} // lines of opts
-	for _, sp := range fieldSpans {
-		for l := sp.from; l <= sp.to; l++ {
-			isField[l] = true
-		}
-	}
-
-	type fileLine struct {
-		file string
-		line int
-	}
-	countedIn := map[fileLine]string{}
-	perFile := map[string]int{}
-	count := func(stepTitle string, s *source, sp span, fields bool) (int, error) {
-		n := 0
-		for l := sp.from; l <= sp.to; l++ {
-			if !s.code[l] || s == opts && isField[l] != fields {
-				continue
-			}
-			key := fileLine{s.path, l}
-			if other, ok := countedIn[key]; ok {
-				return 0, fmt.Errorf("steps %q and %q both show %s:%d: their anchors overlap (fix them in hack/sidebyside/steps.go)", other, stepTitle, s.path, l)
-			}
-			countedIn[key] = stepTitle
-			perFile[s.path]++
-			n++
-		}
-		return n, nil
-	}
-
+	c := newLineCounter(opts, fieldSpans)
 	for _, st := range p.steps {
-		rs := resolvedStep{step: st}
-		for i, sd := range [2]side{st.handroll, st.twin} {
-			out := resolvedSide{note: sd.note}
-			for _, pt := range sd.parts {
-				s, err := load(pt.file)
-				if err != nil {
-					return rp, fmt.Errorf("step %q: %w", st.title, err)
-				}
-				sp, err := locate(st.title, pt, s)
-				if err != nil {
-					return rp, err
-				}
-				n, err := count(st.title, s, sp, false)
-				if err != nil {
-					return rp, err
-				}
-				out.lines += n
-				out.blocks = append(out.blocks, block{s, sp})
-				if !slices.Contains(rp.files[i], pt.file) {
-					rp.files[i] = append(rp.files[i], pt.file)
-				}
-			}
-			var spans []span
-			for _, f := range sd.fields {
-				spans = append(spans, fieldSpans[f])
-			}
-			for _, sp := range merge(spans) {
-				n, err := count(st.title, opts, sp, true)
-				if err != nil {
-					return rp, err
-				}
-				out.lines += n
-				out.fields = append(out.fields, block{opts, sp})
-			}
-			if len(out.blocks) == 0 && len(out.fields) == 0 && out.note == "" {
-				return rp, fmt.Errorf("step %q: the %s side shows nothing and says nothing", st.title, sideNames[i])
-			}
-			rp.shown[i] += out.lines
-			rs.sides[i] = out
+		rs, err := c.resolveStep(&rp, st, load, fieldSpans)
+		if err != nil {
+			return rp, err
 		}
 		rp.steps = append(rp.steps, rs)
 	}
@@ -223,12 +133,137 @@ func resolve(p pair, load func(string) (*source, error), counts *lineCounts) (re
 			if err != nil {
 				return rp, err
 			}
-			if perFile[f] > n {
-				return rp, fmt.Errorf("the steps show %d lines of %s, docs/lines.md counts %d in all: run `make lines`", perFile[f], f, n)
+			if c.perFile[f] > n {
+				return rp, fmt.Errorf("the steps show %d lines of %s, docs/lines.md counts %d in all: run `make lines`", c.perFile[f], f, n)
 			}
 		}
 	}
 	return rp, nil
+}
+
+// optionFields loads the file of p's options literal, if p has one, and
+// returns the lines of each of its fields, once it has checked that each
+// field is named by exactly one step.
+func optionFields(p pair, load func(string) (*source, error)) (*source, map[string]span, error) {
+	if p.options == nil {
+		return nil, nil, nil
+	}
+	opts, err := load(p.options.file)
+	if err != nil {
+		return nil, nil, err
+	}
+	fieldSpans, keys, err := opts.fields(p.options.fn, p.options.typ)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", p.options.file, err)
+	}
+	claimed := map[string]string{}
+	for _, st := range p.steps {
+		for _, f := range st.twin.fields {
+			if _, ok := fieldSpans[f]; !ok {
+				return nil, nil, fmt.Errorf("step %q: %s: the %s literal in %s has no field %s (fix the step in hack/sidebyside/steps.go)", st.title, p.options.file, p.options.typ, p.options.fn, f)
+			}
+			if other, ok := claimed[f]; ok {
+				return nil, nil, fmt.Errorf("steps %q and %q both name the field %s of %s", other, st.title, f, p.options.typ)
+			}
+			claimed[f] = st.title
+		}
+	}
+	for _, k := range keys {
+		if _, ok := claimed[k]; !ok {
+			return nil, nil, fmt.Errorf("%s: no step names the field %s of the %s literal in %s: add it to a step in hack/sidebyside/steps.go", p.options.file, k, p.options.typ, p.options.fn)
+		}
+	}
+	return opts, fieldSpans, nil
+}
+
+type fileLine struct {
+	file string
+	line int
+}
+
+// lineCounter counts each line of code once, in the step that shows it,
+// and how many of each file's lines the steps show.
+type lineCounter struct {
+	opts      *source      // the options literal's file; nil for none
+	isField   map[int]bool // lines of opts
+	countedIn map[fileLine]string
+	perFile   map[string]int
+}
+
+func newLineCounter(opts *source, fieldSpans map[string]span) *lineCounter {
+	c := &lineCounter{opts: opts, isField: map[int]bool{}, countedIn: map[fileLine]string{}, perFile: map[string]int{}}
+	for _, sp := range fieldSpans {
+		for l := sp.from; l <= sp.to; l++ {
+			c.isField[l] = true
+		}
+	}
+	return c
+}
+
+// count counts the lines of code of s in sp for stepTitle: of the options
+// file, only the field lines when fields is set, and only the others when
+// not.
+func (c *lineCounter) count(stepTitle string, s *source, sp span, fields bool) (int, error) {
+	n := 0
+	for l := sp.from; l <= sp.to; l++ {
+		if !s.code[l] || s == c.opts && c.isField[l] != fields {
+			continue
+		}
+		key := fileLine{s.path, l}
+		if other, ok := c.countedIn[key]; ok {
+			return 0, fmt.Errorf("steps %q and %q both show %s:%d: their anchors overlap (fix them in hack/sidebyside/steps.go)", other, stepTitle, s.path, l)
+		}
+		c.countedIn[key] = stepTitle
+		c.perFile[s.path]++
+		n++
+	}
+	return n, nil
+}
+
+// resolveStep finds and counts the lines of both sides of st, and adds
+// their files and counts to rp.
+func (c *lineCounter) resolveStep(rp *resolvedPair, st step, load func(string) (*source, error), fieldSpans map[string]span) (resolvedStep, error) {
+	rs := resolvedStep{step: st}
+	for i, sd := range [2]side{st.handroll, st.twin} {
+		out := resolvedSide{note: sd.note}
+		for _, pt := range sd.parts {
+			s, err := load(pt.file)
+			if err != nil {
+				return rs, fmt.Errorf("step %q: %w", st.title, err)
+			}
+			sp, err := locate(st.title, pt, s)
+			if err != nil {
+				return rs, err
+			}
+			n, err := c.count(st.title, s, sp, false)
+			if err != nil {
+				return rs, err
+			}
+			out.lines += n
+			out.blocks = append(out.blocks, block{s, sp})
+			if !slices.Contains(rp.files[i], pt.file) {
+				rp.files[i] = append(rp.files[i], pt.file)
+			}
+		}
+		var spans []span
+		for _, f := range sd.fields {
+			spans = append(spans, fieldSpans[f])
+		}
+		for _, sp := range merge(spans) {
+			n, err := c.count(st.title, c.opts, sp, true)
+			if err != nil {
+				return rs, err
+			}
+			out.lines += n
+			out.fields = append(out.fields, block{c.opts, sp})
+		}
+		if len(out.blocks) == 0 && len(out.fields) == 0 && out.note == "" {
+			return rs, fmt.Errorf("step %q: the %s side shows nothing and says nothing", st.title, sideNames[i])
+		}
+		rp.shown[i] += out.lines
+		rs.sides[i] = out
+	}
+	return rs, nil
 }
 
 // merge sorts spans and joins those that touch.

@@ -5,6 +5,7 @@ const (
 	hrMain     = "cmd/handroll/main.go"
 	hrVersion  = "cmd/handroll/version.go"
 	hrStart    = "cmd/handroll/start.go"
+	hrReady    = "cmd/handroll/readiness.go"
 	hrScope    = "cmd/handroll/scope.go"
 	hrRec      = "pkg/controller/webapp/reconciler.go"
 	hrRef      = "pkg/controller/webapp/refconfigmaps.go"
@@ -128,6 +129,7 @@ var pairs = []pair{
 				handroll: side{
 					parts: []part{
 						whole(hrStart, "process.serve"),
+						whole(hrReady, "addReadiness"),
 						whole(hrStart, "servers"),
 						whole(hrStart, "newServers"),
 						whole(hrStart, "metricsHandler"),
@@ -162,7 +164,7 @@ var pairs = []pair{
 					whole(hrScope, "scope"),
 					whole(hrScope, "process.cacheOptions"),
 					whole(hrStart, "webAppInformers"),
-					whole(hrStart, "leaderSyncCheck"),
+					whole(hrReady, "leaderSyncCheck"),
 					whole(hrStart, "isClosed"),
 				}},
 				twin: side{

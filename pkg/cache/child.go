@@ -72,6 +72,15 @@ const (
 // for a child that a controller owns, its Child. What else they hold (the
 // operator's own ConfigMaps, read whole on every rebuild of the directory)
 // stays a trimmed object.
+//
+// It is the home of the contract between three places: every field that
+// pkg/controller/webapp's Desired* functions set, TrimChild keeps, and
+// pack keeps whatever TrimChild keeps (Child.Object decodes to exactly
+// TrimChild's object). So a child that holds what handroll applied reads
+// up to date through the children's listers (FirstDifference is ""), and
+// nothing is applied again: TestEveryDesiredFieldSurvivesTrimAndPack. A
+// field added to a Desired* function must be added to TrimChild; pack
+// encodes whole specs, and needs a change only for a new kind.
 func CompactChild(obj any) (any, error) {
 	trimmed, err := TrimChild(obj)
 	if err != nil {
@@ -85,7 +94,8 @@ func CompactChild(obj any) (any, error) {
 }
 
 // pack keeps a trimmed object's metadata but its labels and annotations
-// as fields, and encodes the rest.
+// as fields, and encodes the rest: it drops nothing TrimChild kept
+// (TestCompactChildDecodesToTrimChild), see CompactChild.
 func pack(obj any) (any, error) {
 	var (
 		c    = &Child{}

@@ -24,7 +24,7 @@ import (
 //   - of each spec, every field that pkg/controller/webapp's Desired*
 //     functions set: the reconciler compares those with FirstDifference,
 //     so a field set there and dropped here would read as drift on every
-//     reconcile, an apply loop (TestTrimChildKeepsEveryDesiredField);
+//     reconcile, an apply loop (TestEveryDesiredFieldSurvivesTrimAndPack);
 //   - of a Deployment's status, what ComputeStatus reads;
 //   - a ConfigMap's data and binaryData (the directory; a configMapRef when
 //     no metadata cache serves it).

@@ -198,11 +198,12 @@ func firstDifference(t *testing.T, desired, live any) string {
 	return d
 }
 
-// TestTrimChildKeepsEveryDesiredField: a child that holds what handroll
-// applied is still up to date once trimmed. Were a field handroll sets
-// dropped, FirstDifference would name it: in the operator, an apply on
+// TestEveryDesiredFieldSurvivesTrimAndPack: a child that holds what handroll
+// applied is still up to date once trimmed and packed, as the children's
+// listers hand it out (the contract at CompactChild). Were a field handroll
+// sets dropped, FirstDifference would name it: in the operator, an apply on
 // every reconcile.
-func TestTrimChildKeepsEveryDesiredField(t *testing.T) {
+func TestEveryDesiredFieldSurvivesTrimAndPack(t *testing.T) {
 	for name, w := range webApps() {
 		for _, c := range children(w) {
 			t.Run(name+"/"+c.kind, func(t *testing.T) {

@@ -76,48 +76,22 @@ type rangeResult struct {
 // every range's work, releasing each range's Lease once its work is done.
 // It returns the first ErrLeaseLost or ErrWorkStillRunning at once, even
 // while it stops (the process must exit before another replica takes
-// that range); else the errors the ranges' work returned, nil for none.
+// that range: leader.Unfenced); else the errors the ranges' work returned,
+// nil for none.
 func (c *Coordinator) Run(ctx context.Context) error {
 	if len(c.Ranges) == 0 || c.Members == nil || c.Work == nil || c.NewElector == nil || c.Interval <= 0 {
 		return errors.New("shard.Coordinator needs ranges, members, an elector, work and an interval")
 	}
-	logger := klog.FromContext(ctx).WithValues("identity", c.Members.Identity)
 	membersCtx, leave := context.WithCancel(context.WithoutCancel(ctx))
 	membersDone := make(chan error, 1)
 	go func() { membersDone <- c.Members.Run(membersCtx) }()
-
-	held := map[int]*running{}
-	results := make(chan rangeResult, len(c.Ranges))
-	var wg sync.WaitGroup
-	// stopAll leaves the membership first, so that the others take each
-	// range as soon as its own work has drained and its Lease is released,
-	// not once the slowest range has: the range Leases, still renewed
-	// while their work drains, fence them meanwhile. A range that cannot
-	// be fenced any more ends it at once, without waiting for the others.
-	stopAll := func() error {
-		for _, h := range held {
-			h.cancel()
-		}
-		leave()
-		if err := <-membersDone; err != nil {
-			// The others drop it after Members.Duration instead.
-			logger.Error(err, "Leaving the shard members")
-		}
-		var errs []error
-		for len(held) > 0 {
-			res := <-results
-			delete(held, res.r.Index)
-			switch {
-			case errors.Is(res.err, leader.ErrLeaseLost):
-				return errors.Join(append(errs, res.err)...)
-			case errors.Is(res.err, leader.ErrWorkStillRunning):
-				return errors.Join(append(errs, fmt.Errorf("range %v: %w", res.r, res.err))...)
-			case res.err != nil:
-				errs = append(errs, fmt.Errorf("range %v: %w", res.r, res.err))
-			}
-		}
-		wg.Wait()
-		return errors.Join(errs...)
+	run := &coordination{
+		c:           c,
+		logger:      klog.FromContext(ctx).WithValues("identity", c.Members.Identity),
+		held:        map[int]*running{},
+		results:     make(chan rangeResult, len(c.Ranges)),
+		leave:       leave,
+		membersDone: membersDone,
 	}
 
 	// The members are read in a goroutine of their own: a list that hangs
@@ -127,55 +101,127 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			return stopAll()
-		case res := <-results:
-			h := held[res.r.Index]
-			delete(held, res.r.Index)
-			<-h.done
-			switch {
-			case errors.Is(res.err, leader.ErrLeaseLost):
-				return res.err // no draining: another replica may hold it already
-			case errors.Is(res.err, leader.ErrWorkStillRunning):
-				// Its Lease is kept, but expires: the process must be gone
-				// by then, so no draining of the others either.
-				return fmt.Errorf("range %v: %w", res.r, res.err)
-			case !res.cancelled:
-				return errors.Join(fmt.Errorf("range %v: %w", res.r, res.err), stopAll())
-			case res.err != nil:
-				// Handed over; its Lease was released once the work ended.
-				logger.Error(res.err, "The range's work ended with an error on its hand-over", "range", res.r)
+			return run.stopAll()
+		case res := <-run.results:
+			if done, err := run.ended(res); done {
+				return err
 			}
 		case view := <-views:
-			live := view.live
-			if !slices.Contains(live, c.Members.Identity) {
-				// Until its own Lease is listed, a replica that starts with
-				// another split could list before it, and take ranges too.
-				continue
-			}
-			want := Assign(len(c.Ranges), live)[c.Members.Identity]
-			if len(view.otherSplit) > 0 {
-				// Their range Leases are not ours: hold none until they go.
-				logger.Error(nil, "Members split the WebApps otherwise; holding no range until they are gone", "members", view.otherSplit, "split", c.Members.Split)
-				want = nil
-			}
-			for i, h := range held {
-				if !slices.Contains(want, i) {
-					logger.Info("Handing the range over", "range", c.Ranges[i], "members", live)
-					h.cancel()
-				}
-			}
-			for _, i := range want {
-				if _, ok := held[i]; ok {
-					continue
-				}
-				h, err := c.start(ctx, c.Ranges[i], results, &wg)
-				if err != nil {
-					return errors.Join(err, stopAll())
-				}
-				held[i] = h
+			if err := run.follow(ctx, view); err != nil {
+				return err
 			}
 		}
 	}
+}
+
+// coordination is one Run's state: the ranges held and how their
+// elections end.
+type coordination struct {
+	c           *Coordinator
+	logger      klog.Logger
+	held        map[int]*running
+	results     chan rangeResult
+	wg          sync.WaitGroup
+	leave       context.CancelFunc // ends the membership
+	membersDone <-chan error
+}
+
+// unfenced is res's error as Run returns it when its range can no longer
+// be fenced (leader.Unfenced), else nil.
+func unfenced(res rangeResult) error {
+	switch {
+	case errors.Is(res.err, leader.ErrLeaseLost):
+		return res.err // no draining: another replica may hold it already
+	case errors.Is(res.err, leader.ErrWorkStillRunning):
+		// Its Lease is kept, but expires: the process must be gone by
+		// then, so no draining of the others either.
+		return fmt.Errorf("range %v: %w", res.r, res.err)
+	}
+	return nil
+}
+
+// ended handles a range's election ending while Run coordinates. done
+// says that Run must return err: the range is unfenced, or its work
+// stopped on its own, which stops every range. A hand-over is not done.
+func (s *coordination) ended(res rangeResult) (done bool, err error) {
+	h := s.held[res.r.Index]
+	delete(s.held, res.r.Index)
+	<-h.done
+	if err := unfenced(res); err != nil {
+		return true, err
+	}
+	switch {
+	case !res.cancelled:
+		return true, errors.Join(fmt.Errorf("range %v: %w", res.r, res.err), s.stopAll())
+	case res.err != nil:
+		// Handed over; its Lease was released once the work ended.
+		s.logger.Error(res.err, "The range's work ended with an error on its hand-over", "range", res.r)
+	}
+	return false, nil
+}
+
+// follow hands over the ranges view no longer assigns to this replica and
+// starts those it newly does.
+func (s *coordination) follow(ctx context.Context, view membersView) error {
+	c := s.c
+	live := view.live
+	if !slices.Contains(live, c.Members.Identity) {
+		// Until its own Lease is listed, a replica that starts with
+		// another split could list before it, and take ranges too.
+		return nil
+	}
+	want := Assign(len(c.Ranges), live)[c.Members.Identity]
+	if len(view.otherSplit) > 0 {
+		// Their range Leases are not ours: hold none until they go.
+		s.logger.Error(nil, "Members split the WebApps otherwise; holding no range until they are gone", "members", view.otherSplit, "split", c.Members.Split)
+		want = nil
+	}
+	for i, h := range s.held {
+		if !slices.Contains(want, i) {
+			s.logger.Info("Handing the range over", "range", c.Ranges[i], "members", live)
+			h.cancel()
+		}
+	}
+	for _, i := range want {
+		if _, ok := s.held[i]; ok {
+			continue
+		}
+		h, err := c.start(ctx, c.Ranges[i], s.results, &s.wg)
+		if err != nil {
+			return errors.Join(err, s.stopAll())
+		}
+		s.held[i] = h
+	}
+	return nil
+}
+
+// stopAll leaves the membership first, so that the others take each range
+// as soon as its own work has drained and its Lease is released, not once
+// the slowest range has: the range Leases, still renewed while their work
+// drains, fence them meanwhile. A range that cannot be fenced any more
+// ends it at once, without waiting for the others.
+func (s *coordination) stopAll() error {
+	for _, h := range s.held {
+		h.cancel()
+	}
+	s.leave()
+	if err := <-s.membersDone; err != nil {
+		// The others drop it after Members.Duration instead.
+		s.logger.Error(err, "Leaving the shard members")
+	}
+	var errs []error
+	for len(s.held) > 0 {
+		res := <-s.results
+		delete(s.held, res.r.Index)
+		if err := unfenced(res); err != nil {
+			return errors.Join(append(errs, err)...)
+		}
+		if res.err != nil {
+			errs = append(errs, fmt.Errorf("range %v: %w", res.r, res.err))
+		}
+	}
+	s.wg.Wait()
+	return errors.Join(errs...)
 }
 
 // membersView is one reading of the members.

@@ -106,30 +106,12 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if opts.Nodes > 0 || opts.RealNode != nil {
-		opts.Controllers = true
+	if err := completeOptions(&opts); err != nil {
+		return nil, err
 	}
-	if opts.RealNode != nil {
-		if !opts.Detach {
-			return nil, errors.New("a real node needs Detach: its network outlives a crashed test process, and only Stop removes it")
-		}
-		if missing := RealNodeMissing(); len(missing) > 0 {
-			return nil, fmt.Errorf("a real node needs %s", strings.Join(missing, ", "))
-		}
-	}
-
-	cp := &ControlPlane{Dir: opts.Dir, BinDir: bins.dir, progress: opts.Progress}
-	if cp.Dir == "" {
-		cp.Dir, err = os.MkdirTemp("", "handroll-controlplane-")
-		if err != nil {
-			return nil, err
-		}
-		cp.ownsDir = true
-	}
-	for _, sub := range []string{"logs", "pids", "pki", "etcd"} {
-		if err := os.MkdirAll(filepath.Join(cp.Dir, sub), 0o700); err != nil {
-			return nil, err
-		}
+	cp, err := newControlPlane(opts, bins)
+	if err != nil {
+		return nil, err
 	}
 	defer func() {
 		if err != nil {
@@ -147,61 +129,148 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 		return nil, err
 	}
 	etcdClient, etcdPeer, apiPort := ports[0], ports[1], ports[2]
-	// The API server listens on loopback; with a real node, on the bridge's
-	// address instead, which pods reach through the kubernetes Service.
-	apiHost := "127.0.0.1"
-	var extraIPs []net.IP
-	if opts.RealNode != nil {
-		apiHost = NodeIP
-		extraIPs = []net.IP{net.ParseIP(NodeIP), net.ParseIP(kubernetesServiceIP)}
-		if err := cp.claimNode(); err != nil {
-			return nil, err
-		}
-		cp.Node = &NodeState{Dir: filepath.Join(cp.Dir, "node"), Sysctls: map[string]string{}}
-		if err := cp.setUpNodeNetwork(); err != nil {
-			return nil, err
-		}
+	apiHost, extraIPs, err := cp.apiServerAddress(opts)
+	if err != nil {
+		return nil, err
 	}
 	cp.Server = "https://" + apiHost + ":" + strconv.Itoa(apiPort)
-
-	pki, err := writePKI(filepath.Join(cp.Dir, "pki"), extraIPs...)
+	creds, err := cp.writeCredentials(opts, extraIPs)
 	if err != nil {
-		return nil, fmt.Errorf("writing certificates: %w", err)
+		return nil, err
+	}
+
+	etcdURL, err := cp.startEtcd(ctx, bins, opts, etcdClient, etcdPeer)
+	if err != nil {
+		return nil, err
+	}
+	if err := cp.startAPIServer(ctx, bins, opts, creds, etcdURL, apiHost, apiPort); err != nil {
+		return nil, err
+	}
+	if opts.Controllers {
+		if err := cp.startControllers(ctx, bins, opts, creds.pki); err != nil {
+			return nil, err
+		}
+	}
+	if opts.RealNode != nil {
+		if err := cp.startRealNode(ctx, bins, *opts.RealNode, creds.tokens, creds.pki.caCert); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Nodes > 0 {
+		if err := cp.startKwok(ctx, bins, opts); err != nil {
+			return nil, err
+		}
+	}
+
+	if err := cp.afterStart(ctx, opts); err != nil {
+		return nil, err
+	}
+	return cp, nil
+}
+
+// completeOptions turns on what opts implies and refuses a real node the
+// machine cannot run.
+func completeOptions(opts *Options) error {
+	if opts.Nodes > 0 || opts.RealNode != nil {
+		opts.Controllers = true
+	}
+	if opts.RealNode != nil {
+		if !opts.Detach {
+			return errors.New("a real node needs Detach: its network outlives a crashed test process, and only Stop removes it")
+		}
+		if missing := RealNodeMissing(); len(missing) > 0 {
+			return fmt.Errorf("a real node needs %s", strings.Join(missing, ", "))
+		}
+	}
+	return nil
+}
+
+// newControlPlane makes the control plane's directory, a temporary one
+// unless opts.Dir names it, with its subdirectories.
+func newControlPlane(opts Options, bins *binaries) (*ControlPlane, error) {
+	cp := &ControlPlane{Dir: opts.Dir, BinDir: bins.dir, progress: opts.Progress}
+	if cp.Dir == "" {
+		dir, err := os.MkdirTemp("", "handroll-controlplane-")
+		if err != nil {
+			return nil, err
+		}
+		cp.Dir, cp.ownsDir = dir, true
+	}
+	for _, sub := range []string{"logs", "pids", "pki", "etcd"} {
+		if err := os.MkdirAll(filepath.Join(cp.Dir, sub), 0o700); err != nil {
+			return nil, err
+		}
+	}
+	return cp, nil
+}
+
+// apiServerAddress is where the API server listens: loopback; with a real
+// node, the bridge's address instead, which pods reach through the
+// kubernetes Service, whose network it sets up. extraIPs are the serving
+// certificate's addresses beyond loopback.
+func (cp *ControlPlane) apiServerAddress(opts Options) (host string, extraIPs []net.IP, err error) {
+	if opts.RealNode == nil {
+		return "127.0.0.1", nil, nil
+	}
+	if err := cp.claimNode(); err != nil {
+		return "", nil, err
+	}
+	cp.Node = &NodeState{Dir: filepath.Join(cp.Dir, "node"), Sysctls: map[string]string{}}
+	if err := cp.setUpNodeNetwork(); err != nil {
+		return "", nil, err
+	}
+	return NodeIP, []net.IP{net.ParseIP(NodeIP), net.ParseIP(kubernetesServiceIP)}, nil
+}
+
+// credentials are the control plane's certificates and static tokens.
+type credentials struct {
+	pki       *pki
+	tokens    nodeTokens
+	tokenFile string
+}
+
+// writeCredentials writes the certificates, the token file (the admin's,
+// and with a real node its kubelet's and kube-proxy's) and the admin
+// kubeconfig, and sets cp.Config.
+func (cp *ControlPlane) writeCredentials(opts Options, extraIPs []net.IP) (credentials, error) {
+	var c credentials
+	var err error
+	if c.pki, err = writePKI(filepath.Join(cp.Dir, "pki"), extraIPs...); err != nil {
+		return c, fmt.Errorf("writing certificates: %w", err)
 	}
 	var token string
-	var tokens nodeTokens
-	for _, t := range []*string{&token, &tokens.kubelet, &tokens.proxy} {
+	for _, t := range []*string{&token, &c.tokens.kubelet, &c.tokens.proxy} {
 		if *t, err = randomToken(); err != nil {
-			return nil, err
+			return c, err
 		}
 	}
 	tokenLines := fmt.Sprintf("%s,%s,%s,\"system:masters\"\n", token, adminUser, adminUser)
 	if opts.RealNode != nil {
 		// The Node authorizer knows a kubelet by this user and group; the
 		// bootstrap RBAC binds system:node-proxier to system:kube-proxy.
-		tokenLines += fmt.Sprintf("%s,system:node:%s,system:node:%[2]s,\"system:nodes\"\n", tokens.kubelet, RealNodeName)
-		tokenLines += fmt.Sprintf("%s,system:kube-proxy,system:kube-proxy\n", tokens.proxy)
+		tokenLines += fmt.Sprintf("%s,system:node:%s,system:node:%[2]s,\"system:nodes\"\n", c.tokens.kubelet, RealNodeName)
+		tokenLines += fmt.Sprintf("%s,system:kube-proxy,system:kube-proxy\n", c.tokens.proxy)
 	}
-	tokenFile := filepath.Join(cp.Dir, "pki", "tokens.csv")
-	if err := os.WriteFile(tokenFile, []byte(tokenLines), 0o600); err != nil {
-		return nil, err
+	c.tokenFile = filepath.Join(cp.Dir, "pki", "tokens.csv")
+	if err := os.WriteFile(c.tokenFile, []byte(tokenLines), 0o600); err != nil {
+		return c, err
 	}
 	cp.Config = &rest.Config{
 		Host:            cp.Server,
 		BearerToken:     token,
-		TLSClientConfig: rest.TLSClientConfig{CAData: pki.caPEM},
+		TLSClientConfig: rest.TLSClientConfig{CAData: c.pki.caPEM},
 		QPS:             200,
 		Burst:           400,
 	}
 	cp.Kubeconfig = filepath.Join(cp.Dir, "kubeconfig")
-	if err := writeKubeconfig(cp.Kubeconfig, cp.Server, pki.caPEM, token); err != nil {
-		return nil, err
-	}
+	return c, writeKubeconfig(cp.Kubeconfig, cp.Server, c.pki.caPEM, token)
+}
 
-	// etcd.
-	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdClient)
-	peerURL := "http://127.0.0.1:" + strconv.Itoa(etcdPeer)
-	if err := cp.start(ctx, "etcd", bins.path("etcd"), []string{
+// startEtcd starts etcd on loopback and returns its client URL.
+func (cp *ControlPlane) startEtcd(ctx context.Context, bins *binaries, opts Options, clientPort, peerPort int) (string, error) {
+	etcdURL := "http://127.0.0.1:" + strconv.Itoa(clientPort)
+	peerURL := "http://127.0.0.1:" + strconv.Itoa(peerPort)
+	return etcdURL, cp.start(ctx, "etcd", bins.path("etcd"), []string{
 		"--name=default",
 		"--data-dir=" + filepath.Join(cp.Dir, "etcd"),
 		"--listen-client-urls=" + etcdURL,
@@ -213,11 +282,12 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 		// latency on small machines.
 		"--unsafe-no-fsync=true",
 		"--log-level=warn",
-	}, opts.Detach, func(ctx context.Context) error { return httpOK(ctx, nil, etcdURL+"/health") }); err != nil {
-		return nil, err
-	}
+	}, opts.Detach, func(ctx context.Context) error { return httpOK(ctx, nil, etcdURL+"/health") })
+}
 
-	// kube-apiserver.
+// startAPIServer starts kube-apiserver and waits for its /readyz.
+func (cp *ControlPlane) startAPIServer(ctx context.Context, bins *binaries, opts Options, creds credentials, etcdURL, apiHost string, apiPort int) error {
+	pki := creds.pki
 	apiArgs := []string{
 		"--etcd-servers=" + etcdURL,
 		"--bind-address=" + apiHost,
@@ -227,7 +297,7 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 		"--tls-cert-file=" + pki.servingCrt,
 		"--tls-private-key-file=" + pki.servingKey,
 		"--client-ca-file=" + pki.caCert,
-		"--token-auth-file=" + tokenFile,
+		"--token-auth-file=" + creds.tokenFile,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file=" + pki.saKey,
 		"--service-account-signing-key-file=" + pki.saKey,
@@ -258,74 +328,59 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 			// the API server has no kube-proxy of its own to go through.
 			"--enable-aggregator-routing=true")
 	}
-	if err := cp.start(ctx, "kube-apiserver", bins.path("kube-apiserver"), append(apiArgs, opts.APIServerArgs...), opts.Detach, func(ctx context.Context) error { return httpOK(ctx, cp.Config, cp.Server+"/readyz") }); err != nil {
-		return nil, err
-	}
+	return cp.start(ctx, "kube-apiserver", bins.path("kube-apiserver"), append(apiArgs, opts.APIServerArgs...), opts.Detach, func(ctx context.Context) error { return httpOK(ctx, cp.Config, cp.Server+"/readyz") })
+}
 
-	if opts.Controllers {
-		if err := cp.start(ctx, "kube-controller-manager", bins.path("kube-controller-manager"), append([]string{
-			"--kubeconfig=" + cp.Kubeconfig,
-			"--authentication-kubeconfig=" + cp.Kubeconfig,
-			"--authorization-kubeconfig=" + cp.Kubeconfig,
-			"--controllers=" + strings.Join(append([]string{"*"}, prefixed("-", opts.DisabledControllers)...), ","),
-			"--service-account-private-key-file=" + pki.saKey,
-			"--root-ca-file=" + pki.caCert,
-			"--use-service-account-credentials=false",
-			"--secure-port=0",
-			"--leader-elect=false",
-			"--concurrent-gc-syncs=5",
-			// kwok renews the fake nodes' leases from this same small
-			// machine; under load a renewal can be late. The default
-			// grace would then mark every node NotReady and its pods
-			// unready, which is a fault of the test bed, not of the code
-			// under test.
-			"--node-monitor-grace-period=5m",
-		}, opts.ControllerArgs...), opts.Detach, nil); err != nil {
-			return nil, err
-		}
-		if err := cp.start(ctx, "kube-scheduler", bins.path("kube-scheduler"), append([]string{
-			"--kubeconfig=" + cp.Kubeconfig,
-			"--authentication-kubeconfig=" + cp.Kubeconfig,
-			"--authorization-kubeconfig=" + cp.Kubeconfig,
-			"--secure-port=0",
-			"--leader-elect=false",
-		}, opts.ControllerArgs...), opts.Detach, nil); err != nil {
-			return nil, err
-		}
+// startControllers starts kube-controller-manager and kube-scheduler.
+func (cp *ControlPlane) startControllers(ctx context.Context, bins *binaries, opts Options, pki *pki) error {
+	if err := cp.start(ctx, "kube-controller-manager", bins.path("kube-controller-manager"), append([]string{
+		"--kubeconfig=" + cp.Kubeconfig,
+		"--authentication-kubeconfig=" + cp.Kubeconfig,
+		"--authorization-kubeconfig=" + cp.Kubeconfig,
+		"--controllers=" + strings.Join(append([]string{"*"}, prefixed("-", opts.DisabledControllers)...), ","),
+		"--service-account-private-key-file=" + pki.saKey,
+		"--root-ca-file=" + pki.caCert,
+		"--use-service-account-credentials=false",
+		"--secure-port=0",
+		"--leader-elect=false",
+		"--concurrent-gc-syncs=5",
+		// kwok renews the fake nodes' leases from this same small
+		// machine; under load a renewal can be late. The default
+		// grace would then mark every node NotReady and its pods
+		// unready, which is a fault of the test bed, not of the code
+		// under test.
+		"--node-monitor-grace-period=5m",
+	}, opts.ControllerArgs...), opts.Detach, nil); err != nil {
+		return err
 	}
+	return cp.start(ctx, "kube-scheduler", bins.path("kube-scheduler"), append([]string{
+		"--kubeconfig=" + cp.Kubeconfig,
+		"--authentication-kubeconfig=" + cp.Kubeconfig,
+		"--authorization-kubeconfig=" + cp.Kubeconfig,
+		"--secure-port=0",
+		"--leader-elect=false",
+	}, opts.ControllerArgs...), opts.Detach, nil)
+}
 
-	if opts.RealNode != nil {
-		if err := cp.startRealNode(ctx, bins, *opts.RealNode, tokens, pki.caCert); err != nil {
-			return nil, err
-		}
+// startKwok starts kwok, which plays the fake nodes.
+func (cp *ControlPlane) startKwok(ctx context.Context, bins *binaries, opts Options) error {
+	args := []string{
+		"--kubeconfig=" + cp.Kubeconfig,
+		"--manage-all-nodes=false",
+		"--manage-nodes-with-annotation-selector=" + kwokNodeAnnotation + "=fake",
+		"--server-address=",
+		// The node stages are kwok's heartbeat-with-lease: a node's
+		// status is written only every 10 to 20 minutes, and its
+		// Lease is what says it is alive. Without Leases (kwok's
+		// default, 0) every node turned NotReady once the
+		// controller-manager's grace period ran out, and the pods it
+		// then marked not ready were never made ready again.
+		"--node-lease-duration-seconds=40",
 	}
-
-	if opts.Nodes > 0 {
-		args := []string{
-			"--kubeconfig=" + cp.Kubeconfig,
-			"--manage-all-nodes=false",
-			"--manage-nodes-with-annotation-selector=" + kwokNodeAnnotation + "=fake",
-			"--server-address=",
-			// The node stages are kwok's heartbeat-with-lease: a node's
-			// status is written only every 10 to 20 minutes, and its
-			// Lease is what says it is alive. Without Leases (kwok's
-			// default, 0) every node turned NotReady once the
-			// controller-manager's grace period ran out, and the pods it
-			// then marked not ready were never made ready again.
-			"--node-lease-duration-seconds=40",
-		}
-		for _, stage := range bins.stages {
-			args = append(args, "--config="+stage)
-		}
-		if err := cp.start(ctx, "kwok", bins.path("kwok"), args, opts.Detach, nil); err != nil {
-			return nil, err
-		}
+	for _, stage := range bins.stages {
+		args = append(args, "--config="+stage)
 	}
-
-	if err := cp.afterStart(ctx, opts); err != nil {
-		return nil, err
-	}
-	return cp, nil
+	return cp.start(ctx, "kwok", bins.path("kwok"), args, opts.Detach, nil)
 }
 
 // start starts one component and waits for ready (when given) or for a

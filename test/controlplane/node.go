@@ -265,10 +265,30 @@ func (cp *ControlPlane) startRealNode(ctx context.Context, bins *binaries, opts 
 	if err := os.MkdirAll(RuntimeDir, 0o711); err != nil {
 		return err
 	}
+	if err := cp.startKubeProxy(ctx, kubeProxy, tokens.proxy); err != nil {
+		return err
+	}
+	// The registry, before containerd, whose hosts configuration names it.
+	if opts.Registry != "" {
+		if err := cp.startRegistry(ctx, opts.Registry); err != nil {
+			return err
+		}
+	}
+	if err := cp.startContainerd(ctx, opts); err != nil {
+		return err
+	}
+	if err := cp.startKubelet(ctx, kubelet, tokens.kubelet, caCert); err != nil {
+		return err
+	}
+	return cp.waitNodeReady(ctx, 2*time.Minute)
+}
 
-	// kube-proxy, as the system:kube-proxy user the bootstrap RBAC binds.
+// startKubeProxy starts kube-proxy, as the system:kube-proxy user the
+// bootstrap RBAC binds.
+func (cp *ControlPlane) startKubeProxy(ctx context.Context, kubeProxy, token string) error {
+	dir := cp.Node.Dir
 	proxyKubeconfig := filepath.Join(dir, "kube-proxy.kubeconfig")
-	if err := writeKubeconfig(proxyKubeconfig, cp.Server, cp.Config.CAData, tokens.proxy); err != nil {
+	if err := writeKubeconfig(proxyKubeconfig, cp.Server, cp.Config.CAData, token); err != nil {
 		return err
 	}
 	proxyConfig := filepath.Join(dir, "kube-proxy.yaml")
@@ -280,18 +300,13 @@ func (cp *ControlPlane) startRealNode(ctx context.Context, bins *binaries, opts 
 		proxyKubeconfig, RealNodeName, clusterCIDR, ports[0], ports[1], NodeIP)), 0o600); err != nil {
 		return err
 	}
-	if err := cp.start(ctx, "kube-proxy", kubeProxy, []string{"--config=" + proxyConfig}, true, nil); err != nil {
-		return err
-	}
+	return cp.start(ctx, "kube-proxy", kubeProxy, []string{"--config=" + proxyConfig}, true, nil)
+}
 
-	// The registry, before containerd, whose hosts configuration names it.
-	if opts.Registry != "" {
-		if err := cp.startRegistry(ctx, opts.Registry); err != nil {
-			return err
-		}
-	}
-
-	// containerd, on paths of its own.
+// startContainerd starts containerd on paths of its own, then imports the
+// pause image when opts names its archive.
+func (cp *ControlPlane) startContainerd(ctx context.Context, opts RealNodeOptions) error {
+	dir := cp.Node.Dir
 	cniConf := filepath.Join(dir, "cni", "10-handroll.conflist")
 	if err := os.WriteFile(cniConf, []byte(fmt.Sprintf(cniConfig, Bridge, PodSubnet, NodeIP, filepath.Join(dir, "cni-ipam"))), 0o600); err != nil {
 		return err
@@ -312,14 +327,17 @@ func (cp *ControlPlane) startRealNode(ctx context.Context, bins *binaries, opts 
 		return err
 	}
 	if opts.PauseArchive != "" {
-		if err := ImportImage(ctx, opts.PauseArchive); err != nil {
-			return err
-		}
+		return ImportImage(ctx, opts.PauseArchive)
 	}
+	return nil
+}
 
-	// The kubelet, as system:node:real-0 (the Node authorizer's identity).
+// startKubelet starts the kubelet, as system:node:real-0 (the Node
+// authorizer's identity).
+func (cp *ControlPlane) startKubelet(ctx context.Context, kubelet, token, caCert string) error {
+	dir := cp.Node.Dir
 	kubeletKubeconfig := filepath.Join(dir, "kubelet.kubeconfig")
-	if err := writeKubeconfig(kubeletKubeconfig, cp.Server, cp.Config.CAData, tokens.kubelet); err != nil {
+	if err := writeKubeconfig(kubeletKubeconfig, cp.Server, cp.Config.CAData, token); err != nil {
 		return err
 	}
 	kubeletConfig := filepath.Join(dir, "kubelet.yaml")
@@ -327,7 +345,7 @@ func (cp *ControlPlane) startRealNode(ctx context.Context, bins *binaries, opts 
 		NodeIP, caCert, "unix://"+ContainerdAddress, filepath.Join(dir, "pod-logs"), RealNodeTaint)), 0o600); err != nil {
 		return err
 	}
-	if err := cp.start(ctx, "kubelet", kubelet, []string{
+	return cp.start(ctx, "kubelet", kubelet, []string{
 		"--config=" + kubeletConfig,
 		"--kubeconfig=" + kubeletKubeconfig,
 		"--root-dir=" + filepath.Join(dir, "kubelet"),
@@ -336,10 +354,7 @@ func (cp *ControlPlane) startRealNode(ctx context.Context, bins *binaries, opts 
 		"--node-ip=" + NodeIP,
 		"--node-labels=" + RealNodeLabel + "=true",
 		"--v=1",
-	}, true, nil); err != nil {
-		return err
-	}
-	return cp.waitNodeReady(ctx, 2*time.Minute)
+	}, true, nil)
 }
 
 // startRegistry starts the node's registry on a free loopback port and

@@ -112,6 +112,10 @@ func ConfigHash(config map[string]string, ref *corev1.ConfigMap) string {
 
 // DesiredConfigMap returns the ConfigMap rendered from spec.config, or nil
 // when spec.config is empty.
+//
+// Every field a Desired* function sets must be kept by the children's
+// caches, or it reads as drift on every reconcile: the contract is stated
+// at pkg/cache CompactChild.
 func DesiredConfigMap(w *handrollv1.WebApp) *corev1ac.ConfigMapApplyConfiguration {
 	if len(w.Spec.Config) == 0 {
 		return nil

@@ -189,7 +189,11 @@ func TestDesiredServiceAndConfigMap(t *testing.T) {
 	}
 }
 
-func TestFirstDifference(t *testing.T) {
+// TestUpToDateMeansTheAppliedHashAndEveryDesiredValue: the rule at
+// FirstDifference. A child is up to date when it carries desired's applied
+// hash and holds every value desired sets; server defaults, status and
+// other managers' fields do not count.
+func TestUpToDateMeansTheAppliedHashAndEveryDesiredValue(t *testing.T) {
 	w := testWebApp()
 	desired := DesiredDeployment(w, nil)
 	live := roundTrip[appsv1.Deployment](t, desired)

@@ -12,7 +12,8 @@ import (
 
 // walker is FirstDifference on a typed live object: desired (an apply
 // configuration) and live are read side by side, field by JSON name, so
-// that neither is encoded. It finds the path differenceJSON finds: an
+// that neither is encoded. It finds the path the tests' reference through
+// encoding/json (differenceJSON) finds: an
 // object's fields and keys in sorted order, lists keyed by name as
 // server-side apply merges them. A field live's type does not have, or
 // holds as a zero value it omits when desired sets that zero, is how the
@@ -41,6 +42,13 @@ func (w *walker) path() string {
 		}
 	}
 	return orRoot(b.String())
+}
+
+func orRoot(path string) string {
+	if path == "" {
+		return "."
+	}
+	return path
 }
 
 // at compares d and l one segment down.

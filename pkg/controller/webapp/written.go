@@ -28,15 +28,27 @@ const echoWait = 2 * time.Second
 // the same thing twice: the expectations of kube-controller-manager's
 // ReplicaSet controller, for one write per object.
 //
-// Any event for the object in the full informer, the one the reconciler
-// reads, drops what was remembered (observe): that cache has it from then
-// on. A resync of the version the write was decided on is the exception:
-// it shows the cache has not moved, and the reconcile it starts must still
-// see the write, not apply it again. That matters where the version alone cannot tell, an object created
-// and deleted again before a reconcile saw it, which is absent both before
-// and after. A metadata informer's events drop nothing: it is a watch of
-// its own, often ahead of the full one, and its event says nothing about
-// what the full cache holds.
+// The rule: an entry lives until the cache the reconciler reads is past
+// the version the write was decided on. It is dropped in exactly five ways
+// (TestJustWrittenEntryIsDroppedWhen):
+//
+//  1. a read finds the cache at any version but the one decided on or the
+//     one written (seen);
+//  2. it is older than writtenMaxAge (seen, event): a safety net;
+//  3. the child's full informer delivers its echo, another version or its
+//     deletion (notEcho, observe);
+//  4. the WebApp's informer delivers another version of it, or its
+//     deletion, for a status (observeStatus, and movedFrom after the write
+//     when the echo came first);
+//  5. the object is gone or being deleted by the reconciler (forget).
+//
+// A resync of the version decided on drops nothing: it shows the cache has
+// not moved, and the reconcile it starts must still see the write, not
+// apply it again. That matters where the version alone cannot tell, an
+// object created and deleted again before a reconcile saw it, which is
+// absent both before and after. A metadata informer's events drop nothing:
+// it is a watch of its own, often ahead of the full one, and its event says
+// nothing about what the full cache holds.
 //
 // The event of the write itself, its echo (the version written), changes
 // nothing the reconciler does not already know: it starts no reconcile,

@@ -414,3 +414,90 @@ func TestResyncBeforeTheEchoKeepsTheWrite(t *testing.T) {
 		t.Error("the memory of the write outlived its echo")
 	}
 }
+
+// TestJustWrittenEntryIsDroppedWhen: each of the five ways a remembered
+// write ends (see justWritten), and the events that must leave it in place
+// because they say the cache has not moved.
+func TestJustWrittenEntryIsDroppedWhen(t *testing.T) {
+	child := childKey("Deployment", "ns", "shop")
+	status, _ := writtenKeys("ns", "shop")
+	dep := func(rv string) *appsv1.Deployment {
+		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "shop", ResourceVersion: rv}}
+	}
+	app := func(rv string) *handrollv1.WebApp {
+		return &handrollv1.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "shop", ResourceVersion: rv}}
+	}
+	// Every case starts from a Deployment written at version 7 and a
+	// status written, both decided on version 5 of the cache.
+	type world struct {
+		j                  *justWritten
+		full, meta, webapp *fakeInformer
+		pred               controller.Predicate
+	}
+	cases := []struct {
+		name    string
+		key     string
+		act     func(t *testing.T, w world)
+		dropped bool
+	}{
+		// 1. A read finds the cache moved.
+		{"1: a read finds the cache at another version", child, func(_ *testing.T, w world) { w.j.seen(child, "6") }, true},
+		{"kept: a read finds the version decided on", child, func(_ *testing.T, w world) { w.j.seen(child, "5") }, false},
+		{"kept: a read finds the version written", child, func(_ *testing.T, w world) { w.j.seen(child, "7") }, false},
+		// 2. Too old.
+		{"2: it is older than writtenMaxAge", child, func(_ *testing.T, w world) {
+			v, _ := w.j.m.Load(child)
+			old := v.(written)
+			old.at = time.Now().Add(-writtenMaxAge - time.Second)
+			w.j.m.Store(child, old)
+			w.j.seen(child, "5")
+		}, true},
+		// 3. The child's full informer moves.
+		{"3: the child's echo reaches the predicates", child, func(_ *testing.T, w world) { w.pred.Update(dep("5"), dep("7")) }, true},
+		{"3: the child's informer delivers another version", child, func(t *testing.T, w world) { w.full.deliver(t, dep("8")) }, true},
+		{"3: the child is deleted", child, func(_ *testing.T, w world) { w.pred.Delete(dep("7")) }, true},
+		{"3: the child's informer delivers its deletion", child, func(_ *testing.T, w world) {
+			for _, h := range w.full.handlers {
+				h.OnDelete(dep("7"))
+			}
+		}, true},
+		{"kept: a resync of the version decided on", child, func(t *testing.T, w world) {
+			w.full.deliver(t, dep("5"))
+			w.pred.Update(dep("5"), dep("5"))
+		}, false},
+		{"kept: a metadata informer's event", child, func(t *testing.T, w world) { w.meta.deliver(t, dep("8")) }, false},
+		// 4. The WebApp's informer moves, for a status.
+		{"4: the WebApp's informer delivers another version", status, func(t *testing.T, w world) { w.webapp.deliver(t, app("8")) }, true},
+		{"4: the WebApp's informer delivers its deletion", status, func(_ *testing.T, w world) {
+			for _, h := range w.webapp.handlers {
+				h.OnDelete(app("8"))
+			}
+		}, true},
+		{"4: the cache is past the version decided on when the write returns", status, func(_ *testing.T, w world) { w.j.movedFrom(status, "8") }, true},
+		{"kept: the WebApp's informer resyncs the version decided on", status, func(t *testing.T, w world) { w.webapp.deliver(t, app("5")) }, false},
+		// 5. Gone.
+		{"5: the object is forgotten", child, func(_ *testing.T, w world) { w.j.forget(child) }, true},
+		{"5: the status is forgotten", status, func(_ *testing.T, w world) { w.j.forget(status) }, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := world{j: &justWritten{}, full: newFakeInformer(), meta: newFakeInformer(), webapp: newFakeInformer()}
+			if err := w.j.observe(w.full, "Deployment"); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.j.observeStatus(w.webapp); err != nil {
+				t.Fatal(err)
+			}
+			w.pred = w.j.notEcho("Deployment")
+			w.full.deliver(t, dep("5"))
+			w.webapp.deliver(t, app("5"))
+			w.j.wrote(child, "5", dep("7"))
+			w.j.wrote(status, "5", &handrollv1.WebAppStatus{ObservedGeneration: 1})
+
+			c.act(t, w)
+			if _, held := w.j.m.Load(c.key); held == c.dropped {
+				t.Errorf("%s: still remembered = %t, want %t", c.key, held, !c.dropped)
+			}
+		})
+	}
+}
