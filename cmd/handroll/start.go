@@ -317,8 +317,9 @@ func (s stopper) waitThenStop(ctx context.Context, serverErrs <-chan error, elec
 	case err := <-serverErrs:
 		runErr = fmt.Errorf("step 6, servers: %w", err)
 	case err := <-s.election:
-		if errors.Is(err, leader.ErrLeaseLost) {
-			// Another replica may lead already: stop now, without draining.
+		if leader.Unfenced(err) {
+			// Another replica may lead already, or will once the kept
+			// Lease expires: stop now, without draining or writing.
 			return fmt.Errorf("step 11, %s: %w", election, err)
 		}
 		runErr = fmt.Errorf("step 11, %s stopped: %w", work, err)

@@ -134,6 +134,53 @@ func TestAnUnfencedStopEndsAtOnce(t *testing.T) {
 	}
 }
 
+// TestAnUnfencedElectionEndStopsAtOnce: the same rule when the election
+// ends first, before any signal: the controllers stopped on their own and
+// Run returned. Unfenced, the process stops without a phase; otherwise
+// every phase runs, in order.
+func TestAnUnfencedElectionEndStopsAtOnce(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		election error
+		unfenced bool
+	}{
+		{"the Lease lost", fmt.Errorf("%w: lease ns/handroll-leader not renewed by me", leader.ErrLeaseLost), true},
+		{"a reconcile still running", fmt.Errorf("%w: a reconcile", leader.ErrWorkStillRunning), true},
+		{"the controllers failed", errors.New("the directory controller failed"), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var block []string
+			if c.unfenced {
+				block = []string{"events", "servers"}
+			}
+			st, r := newStopper(t, time.Minute, nil, block...)
+			ended := make(chan error, 1)
+			ended <- c.election
+			st.election = ended
+			returned := make(chan error, 1)
+			go func() {
+				returned <- st.waitThenStop(context.Background(), nil, "leader election", "the controllers")
+			}()
+			var err error
+			select {
+			case err = <-returned:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("the stop did not return; it ran %v", r.ran())
+			}
+			if !errors.Is(err, c.election) {
+				t.Errorf("waitThenStop = %v, want %v", err, c.election)
+			}
+			want := "stopRun,events,caches,servers"
+			if c.unfenced {
+				want = ""
+			}
+			if got := strings.Join(r.ran(), ","); got != want {
+				t.Errorf("phases %q, want %q", got, want)
+			}
+		})
+	}
+}
+
 // A graceful stop runs every phase, in order, after the controllers.
 func TestStopInOrder(t *testing.T) {
 	st, r := newStopper(t, time.Minute, nil)
