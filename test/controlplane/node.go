@@ -19,6 +19,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/handroll/handroll/test/budget"
 )
 
 // The real node: one kubelet with containerd and runc, running real
@@ -339,7 +341,7 @@ func (cp *ControlPlane) startRealNode(ctx context.Context, bins *binaries, opts 
 	}, true, nil); err != nil {
 		return err
 	}
-	return cp.waitNodeReady(ctx, 2*time.Minute)
+	return cp.waitNodeReady(ctx, budget.Scale(2*time.Minute))
 }
 
 // startRegistry starts the node's registry on a free loopback port and
