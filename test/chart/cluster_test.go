@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/controlplane"
 )
 
@@ -39,9 +40,7 @@ func startAPIServer(t *testing.T) *controlplane.ControlPlane {
 	if testing.Short() {
 		t.Skip("-short: no control plane")
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-	defer cancel()
-	cp, err := controlplane.Start(ctx, controlplane.Options{})
+	cp, err := controlplane.StartWithBudget(controlplane.Options{})
 	if err != nil {
 		t.Fatalf("starting the API server: %v", err)
 	}
@@ -258,7 +257,7 @@ func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
 
 func waitFor(t *testing.T, what string, cond func(context.Context) (bool, error)) {
 	t.Helper()
-	if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, time.Minute, true, cond); err != nil {
+	if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, budget.Scale(time.Minute), true, cond); err != nil {
 		t.Fatalf("waiting for %s: %v", what, err)
 	}
 }
