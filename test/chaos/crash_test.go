@@ -20,6 +20,7 @@ import (
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	"github.com/handroll/handroll/pkg/controller/webapp"
+	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/operator"
 )
 
@@ -129,7 +130,7 @@ func TestCrashesLoseNothing(t *testing.T) {
 	mu.Unlock()
 
 	operator.Start(t, env.Kubeconfig, args...)
-	err := wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, time.Second, budget.Scale(5*time.Minute), true, func(ctx context.Context) (bool, error) {
 		problems, err := check(ctx, t, namespaces, opNS, deleted)
 		if err != nil {
 			return false, err

@@ -18,6 +18,7 @@ import (
 
 	"github.com/handroll/handroll/pkg/apis/scheme"
 	"github.com/handroll/handroll/pkg/server"
+	"github.com/handroll/handroll/test/budget"
 )
 
 // TestUnobservedWebAppReadsInProgress: a WebApp no replica of handroll has
@@ -156,7 +157,7 @@ func readConverted(ctx context.Context, t *testing.T, ns, name string) *unstruct
 	t.Helper()
 	var u *unstructured.Unstructured
 	var lastErr error
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, budget.Scale(20*time.Second), true, func(ctx context.Context) (bool, error) {
 		u, lastErr = dynamicClient(t).Resource(webAppsV1alpha1).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 		return lastErr == nil, nil
 	})

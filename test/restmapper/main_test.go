@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	handrollmapper "github.com/handroll/handroll/pkg/restmapper"
+	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/controlplane"
 )
 
@@ -38,7 +39,7 @@ func testContext(t testing.TB) context.Context {
 	if env == nil {
 		t.Skip("needs the local control plane; not started under -short")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := budget.Context(t, context.Background(), timeout, t.Name()+"'s calls to the API server")
 	t.Cleanup(cancel)
 	return ctx
 }
@@ -182,7 +183,7 @@ func installCRD(ctx context.Context, t testing.TB, c *apiextensionsv1.CustomReso
 		t.Fatalf("creating CRD %s: %v", c.Name, err)
 	}
 	t.Cleanup(func() { deleteCRD(context.Background(), t, c.Name) })
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, budget.Scale(30*time.Second), true, func(ctx context.Context) (bool, error) {
 		got, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, c.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -208,7 +209,7 @@ func deleteCRD(ctx context.Context, t testing.TB, name string) {
 		t.Errorf("deleting CRD %s: %v", name, err)
 		return
 	}
-	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, budget.Scale(30*time.Second), true, func(ctx context.Context) (bool, error) {
 		_, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
@@ -222,7 +223,7 @@ func deleteCRD(ctx context.Context, t testing.TB, name string) {
 func eventually(ctx context.Context, t testing.TB, what string, check func() error) {
 	t.Helper()
 	var last error
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, budget.Scale(30*time.Second), true, func(context.Context) (bool, error) {
 		last = check()
 		return last == nil, nil
 	})
