@@ -91,8 +91,9 @@ func build() {
 	})
 }
 
-// Handroll returns the path of handroll built from this tree (see Build),
-// for what only handroll has, such as its uninstall command.
+// Handroll returns the path of handroll built from this tree (see
+// BuildBeforeTests), for what only handroll has, such as its uninstall
+// command.
 func Handroll(t testing.TB) string {
 	t.Helper()
 	build()
