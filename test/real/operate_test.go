@@ -263,6 +263,9 @@ func checkInstalledIn(t *testing.T, ns string) {
 // deployed in, as a developer does against a shared cluster, while a
 // writer creates and changes WebApps before, during and after it.
 func checkLocalRunBeside(t *testing.T, ns string) {
+	// make run builds bin/handroll first; built here, the build is not
+	// part of the wait for the local run's caches below.
+	makeTarget(t, "build")
 	ctx := context.Background()
 	before, err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "handroll", metav1.GetOptions{})
 	if err != nil {
