@@ -291,7 +291,9 @@ test-binary: ## Build the operator the tests run into .local/test/handroll (make
 # runner.
 HANDROLL_TEST_TIMEOUT_SCALE ?= 1
 export HANDROLL_TEST_TIMEOUT_SCALE
-TEST_TIMEOUT = $(shell awk -v s='$(HANDROLL_TEST_TIMEOUT_SCALE)' 'BEGIN { if (s + 0 <= 0) s = 1; printf "%dm", 30 * s + 0.999 }')
+# $(call scaled-timeout,MINUTES): go test's -timeout, scaled.
+scaled-timeout = $(shell awk -v s='$(HANDROLL_TEST_TIMEOUT_SCALE)' -v m='$(1)' 'BEGIN { if (s + 0 <= 0) s = 1; printf "%dm", m * s + 0.999 }')
+TEST_TIMEOUT = $(call scaled-timeout,30)
 
 # `go test` runs packages in parallel; each integration or end-to-end package
 # starts its own control plane, so two at a time fit these machines. -race:
@@ -357,7 +359,7 @@ test-chaos: testbin test-binary ## Run the fault tests (test/chaos: crashes, API
 # few minutes. docs/upgrade.md says what it proves.
 .PHONY: test-upgrade
 test-upgrade: testbin ## Upgrade from the latest release and from the oldest supported one to this tree on the local control plane while a writer writes: no refused write, no pod rolled, no child written, statuses kept.
-	HANDROLL_UPGRADE=1 KUBEBUILDER_ASSETS="$$(hack/testbin.sh path | tail -n 1)" $(GO) test -race -count=1 -v -timeout 15m ./test/upgrade/
+	HANDROLL_UPGRADE=1 KUBEBUILDER_ASSETS="$$(hack/testbin.sh path | tail -n 1)" $(GO) test -race -count=1 -v -timeout $(call scaled-timeout,15) ./test/upgrade/
 
 # The real node needs root and the Debian packages that
 # hack/install-node-packages.sh installs; where they cannot be had, the
@@ -370,7 +372,7 @@ test-real: testbin $(HELM) $(COSIGN) ## Run handroll in real containers on the l
 	$(MAKE) --no-print-directory cluster-up REAL_NODE=true && \
 	$(MAKE) --no-print-directory image-demo && \
 	$(MAKE) --no-print-directory image-load LOAD_ARCHIVE=$(IMAGE_DIR)/demo.tar && \
-	HANDROLL_REAL=1 HELM=$(HELM) COSIGN=$(COSIGN) $(GO) test -count=1 -v -timeout 40m ./test/real/
+	HANDROLL_REAL=1 HELM=$(HELM) COSIGN=$(COSIGN) $(GO) test -count=1 -v -timeout $(call scaled-timeout,40) ./test/real/
 
 .PHONY: test-twin
 test-twin: testbin ## Run handroll's behaviour scenarios against the controller-runtime twin (hack/compare).
