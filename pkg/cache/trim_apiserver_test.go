@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/utils/ptr"
@@ -70,7 +69,7 @@ func TestTrimmedCacheAgainstAPIServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		var got metav1.Object
-		if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, budget.Scale(time.Minute), true, func(context.Context) (bool, error) {
+		if err := budget.Poll(ctx, 20*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 			got, err = g.cache()
 			return err == nil && got.GetResourceVersion() == want.GetResourceVersion(), nil
 		}); err != nil {
@@ -292,7 +291,7 @@ func logTypicalSizes(ctx context.Context, t *testing.T, kube kubernetes.Interfac
 			t.Fatal(err)
 		}
 		var got metav1.Object
-		if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, budget.Scale(time.Minute), true, func(context.Context) (bool, error) {
+		if err := budget.Poll(ctx, 20*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 			got, err = k.cache()
 			return err == nil && got.GetResourceVersion() == full.GetResourceVersion(), nil
 		}); err != nil {

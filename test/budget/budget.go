@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // Var is the environment variable that multiplies every budget: a
@@ -63,13 +65,15 @@ type Expired struct {
 }
 
 func (e *Expired) Error() string {
-	msg := fmt.Sprintf("waited %s for %s", e.After, e.What)
+	return fmt.Sprintf("waited %s for %s %s", e.After, e.What, note())
+}
+
+// note says where a budget's length comes from.
+func note() string {
 	if f := factor(); f != 1 {
-		msg += fmt.Sprintf(" (%s=%g)", Var, f)
-	} else {
-		msg += fmt.Sprintf(" (%s multiplies it)", Var)
+		return fmt.Sprintf("(%s=%g)", Var, f)
 	}
-	return msg
+	return fmt.Sprintf("(%s multiplies it)", Var)
 }
 
 // Context is context.WithTimeout(parent, Scale(d)) whose cause, when it
@@ -112,4 +116,15 @@ func Err(ctx context.Context, err error) error {
 		return err
 	}
 	return fmt.Errorf("%w: %w", err, e)
+}
+
+// Poll is wait.PollUntilContextTimeout with the timeout d scaled; when d
+// or ctx's budget runs out, the error says how long it waited.
+func Poll(ctx context.Context, interval, d time.Duration, immediate bool, cond wait.ConditionWithContextFunc) error {
+	d = Scale(d)
+	err := wait.PollUntilContextTimeout(ctx, interval, d, immediate, cond)
+	if err != nil && ctx.Err() == nil && wait.Interrupted(err) {
+		return fmt.Errorf("%w: waited %s %s", err, d, note())
+	}
+	return Err(ctx, err)
 }

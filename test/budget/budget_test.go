@@ -36,3 +36,13 @@ func TestContextSaysWhatItWaitedFor(t *testing.T) {
 		t.Errorf("Err of a live context changed the error: %v", err)
 	}
 }
+
+func TestPollSaysHowLongItWaited(t *testing.T) {
+	err := Poll(t.Context(), time.Millisecond, 5*time.Millisecond, true, func(context.Context) (bool, error) { return false, nil })
+	if err == nil || !strings.Contains(err.Error(), "waited "+Scale(5*time.Millisecond).String()) {
+		t.Errorf("Poll = %v; want it to say how long it waited", err)
+	}
+	if err := Poll(t.Context(), time.Millisecond, time.Minute, true, func(context.Context) (bool, error) { return true, nil }); err != nil {
+		t.Errorf("Poll of a condition that holds = %v", err)
+	}
+}

@@ -14,7 +14,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
@@ -130,7 +129,7 @@ func TestCrashesLoseNothing(t *testing.T) {
 	mu.Unlock()
 
 	operator.Start(t, env.Kubeconfig, args...)
-	err := wait.PollUntilContextTimeout(ctx, time.Second, budget.Scale(5*time.Minute), true, func(ctx context.Context) (bool, error) {
+	err := budget.Poll(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
 		problems, err := check(ctx, t, namespaces, opNS, deleted)
 		if err != nil {
 			return false, err

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/handroll/handroll/pkg/controller"
@@ -125,7 +124,7 @@ func TestPartitionsNeverOverlap(t *testing.T) {
 	for i := range partitions {
 		// The leader, once it is reconciling.
 		var led *replica
-		if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, budget.Scale(2*time.Minute), true, func(context.Context) (bool, error) {
+		if err := budget.Poll(ctx, 50*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
 			leaseMu.Lock()
 			holder := holderNow
 			leaseMu.Unlock()
@@ -168,7 +167,7 @@ func TestPartitionsNeverOverlap(t *testing.T) {
 
 		// A standby takes over.
 		var next string
-		if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, budget.Scale(time.Minute), true, func(context.Context) (bool, error) {
+		if err := budget.Poll(ctx, 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 			leaseMu.Lock()
 			defer leaseMu.Unlock()
 			next = holderNow
@@ -184,7 +183,7 @@ func TestPartitionsNeverOverlap(t *testing.T) {
 	}
 
 	stopUsers()
-	if err := wait.PollUntilContextTimeout(ctx, time.Second, budget.Scale(3*time.Minute), true, func(ctx context.Context) (bool, error) {
+	if err := budget.Poll(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		problems, err := check(ctx, t, []string{ns}, opNS, map[string]bool{})
 		if err != nil {
 			return false, err

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
@@ -95,7 +94,7 @@ func TestShardedReplicas(t *testing.T) {
 		began := time.Now()
 		limit := (shards + len(live) - 1) / len(live)
 		var state []string
-		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, budget.Scale(2*time.Minute), true, func(context.Context) (bool, error) {
+		if err := budget.Poll(ctx, 100*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
 			state = state[:0]
 			total, ok := 0, true
 			for _, r := range live {
@@ -150,7 +149,7 @@ func TestShardedReplicas(t *testing.T) {
 	balanced("3 replicas (a2 joined)", c2, b2, a2)
 
 	stopUsers()
-	err := wait.PollUntilContextTimeout(ctx, time.Second, budget.Scale(5*time.Minute), true, func(ctx context.Context) (bool, error) {
+	err := budget.Poll(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
 		problems, err := check(ctx, t, nss, opNS, map[string]bool{})
 		if err != nil {
 			return false, err

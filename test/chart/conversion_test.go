@@ -13,7 +13,6 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
@@ -87,7 +86,7 @@ func TestConversionInAnyNamespace(t *testing.T) {
 	// A new replica checks the CRD at once, as every replica does at start.
 	second := operator.LaunchInPod(t, cp.Config, ns, fmt.Sprintf("--webhook-port=%d", operator.FreePort(t)))
 	second.WaitReady(t, 2*time.Minute)
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, budget.Scale(time.Minute), true, func(context.Context) (bool, error) {
+	if err := budget.Poll(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		return strings.Contains(second.Log(), `"Holds the CA bundle" kind="CustomResourceDefinition"`), nil
 	}); err != nil {
 		t.Fatalf("the second replica did not check the CRD: %v\n%s", err, second.Log())
@@ -146,7 +145,7 @@ func roundTrip(t *testing.T, hc versioned.Interface, when, name string) {
 	ctx := t.Context()
 	alpha := hc.HandrollV1alpha1().WebApps("default")
 	var lastErr error
-	if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, budget.Scale(time.Minute), true, func(ctx context.Context) (bool, error) {
+	if err := budget.Poll(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		_, err := alpha.Create(ctx, &handrollv1alpha1.WebApp{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec:       handrollv1alpha1.WebAppSpec{Image: "registry.invalid/app:1"},

@@ -15,7 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
@@ -238,12 +237,12 @@ func waitForGarbageCollector(ctx context.Context, t *testing.T, hc versioned.Int
 	if err := hc.HandrollV1().WebApps("default").Delete(ctx, probe.Name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
 		t.Fatal(err)
 	}
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, budget.Scale(2*time.Minute), true, func(ctx context.Context) (bool, error) {
+	err = budget.Poll(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		_, err := hc.HandrollV1().WebApps("default").Get(ctx, probe.Name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
 	if err != nil {
-		t.Fatalf("the garbage collector did not take the probe WebApp's child: %v", budget.Err(ctx, err))
+		t.Fatalf("the garbage collector did not take the probe WebApp's child: %v", err)
 	}
 }
 

@@ -148,7 +148,7 @@ func TestManifestsDeploy(t *testing.T) {
 		}
 	}
 
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, budget.Scale(90*time.Second), true, func(ctx context.Context) (bool, error) {
+	err = budget.Poll(ctx, 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
 		d, err := c.AppsV1().Deployments("handroll-system").Get(ctx, "handroll", metav1.GetOptions{})
 		if err != nil {
 			return false, nil //nolint:nilerr // not yet: poll again until the timeout
@@ -167,7 +167,7 @@ func TestManifestsDeploy(t *testing.T) {
 
 	// The API server now calls the webhooks for every WebApp write, and
 	// nothing answers: the reason for the cleanup.
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, budget.Scale(30*time.Second), true, func(ctx context.Context) (bool, error) {
+	err = budget.Poll(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		err := dryRunWebApp(ctx, t)
 		return err != nil && strings.Contains(err.Error(), "webapp.handroll.dev"), nil
 	})
@@ -210,7 +210,7 @@ func deleteAndWait(t *testing.T, objs []*unstructured.Unstructured, resource fun
 		}
 	}
 	var last error
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, budget.Scale(30*time.Second), true, func(ctx context.Context) (bool, error) {
+	err := budget.Poll(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		err := dryRunWebApp(ctx, t)
 		if ctx.Err() == nil {
 			last = err

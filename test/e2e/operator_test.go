@@ -82,7 +82,7 @@ func TestWebAppBecomesReady(t *testing.T) {
 	}
 
 	var w *handrollv1.WebApp
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, budget.Scale(2*time.Minute), true, func(ctx context.Context) (bool, error) {
+	err = budget.Poll(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		w, err = hc.HandrollV1().WebApps(ns).Get(ctx, "shop", metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -139,24 +139,24 @@ func TestWebAppBecomesReady(t *testing.T) {
 			return has == want, nil
 		}
 	}
-	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, budget.Scale(30*time.Second), true, directoryHas(true)); err != nil {
+	if err := budget.Poll(ctx, 100*time.Millisecond, 30*time.Second, true, directoryHas(true)); err != nil {
 		t.Errorf("the directory does not list the WebApp: %v", err)
 	}
 
 	if err := hc.HandrollV1().WebApps(ns).Delete(ctx, "shop", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, budget.Scale(time.Minute), true, func(ctx context.Context) (bool, error) {
+	err = budget.Poll(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		_, err := hc.HandrollV1().WebApps(ns).Get(ctx, "shop", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
 	if err != nil {
 		t.Fatalf("the WebApp was not deleted: %v", err)
 	}
-	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, budget.Scale(10*time.Second), true, directoryHas(false)); err != nil {
+	if err := budget.Poll(ctx, 100*time.Millisecond, 10*time.Second, true, directoryHas(false)); err != nil {
 		t.Errorf("the directory still lists the deleted WebApp: %v", err)
 	}
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, budget.Scale(time.Minute), true, func(ctx context.Context) (bool, error) {
+	err = budget.Poll(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		pods, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: webapp.LabelInstance + "=shop"})
 		if err != nil {
 			return false, err
@@ -178,7 +178,7 @@ func TestWebAppBecomesReady(t *testing.T) {
 func waitForQuiet(t *testing.T, op *operator.Operator) map[string]float64 {
 	t.Helper()
 	var last map[string]float64
-	err := wait.PollUntilContextTimeout(context.Background(), time.Second, budget.Scale(time.Minute), true, func(context.Context) (bool, error) {
+	err := budget.Poll(context.Background(), time.Second, time.Minute, true, func(context.Context) (bool, error) {
 		first := op.Requests(t)
 		time.Sleep(3 * time.Second)
 		last = op.Requests(t)

@@ -8,7 +8,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
@@ -54,7 +53,7 @@ func TestDeploymentBecomesAvailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	var last *appsv1.Deployment
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, budget.Scale(90*time.Second), true, func(ctx context.Context) (bool, error) {
+	err := budget.Poll(ctx, 100*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
 		d, err := c.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -93,7 +92,7 @@ func TestDeletingAnOwnerCollectsItsDependents(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Wait for the dependents to exist, or the test would prove nothing.
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, budget.Scale(90*time.Second), true, func(ctx context.Context) (bool, error) {
+	err := budget.Poll(ctx, 100*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
 		rs, err := c.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
@@ -115,7 +114,7 @@ func TestDeletingAnOwnerCollectsItsDependents(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, budget.Scale(90*time.Second), true, func(ctx context.Context) (bool, error) {
+	err = budget.Poll(ctx, 100*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
 		rs, err := c.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err

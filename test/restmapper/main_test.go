@@ -15,7 +15,6 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 
@@ -183,7 +182,7 @@ func installCRD(ctx context.Context, t testing.TB, c *apiextensionsv1.CustomReso
 		t.Fatalf("creating CRD %s: %v", c.Name, err)
 	}
 	t.Cleanup(func() { deleteCRD(context.Background(), t, c.Name) })
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, budget.Scale(30*time.Second), true, func(ctx context.Context) (bool, error) {
+	err := budget.Poll(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		got, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, c.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -209,7 +208,7 @@ func deleteCRD(ctx context.Context, t testing.TB, name string) {
 		t.Errorf("deleting CRD %s: %v", name, err)
 		return
 	}
-	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, budget.Scale(30*time.Second), true, func(ctx context.Context) (bool, error) {
+	err = budget.Poll(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		_, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
@@ -223,7 +222,7 @@ func deleteCRD(ctx context.Context, t testing.TB, name string) {
 func eventually(ctx context.Context, t testing.TB, what string, check func() error) {
 	t.Helper()
 	var last error
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, budget.Scale(30*time.Second), true, func(context.Context) (bool, error) {
+	err := budget.Poll(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		last = check()
 		return last == nil, nil
 	})

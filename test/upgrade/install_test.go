@@ -18,7 +18,6 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -162,7 +161,7 @@ func (m manifests) applyCRDs(ctx context.Context, t *testing.T, ext apiextension
 		if err != nil {
 			t.Fatalf("CustomResourceDefinition %s: %v", o.Name, err)
 		}
-		err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, budget.Scale(30*time.Second), true, func(ctx context.Context) (bool, error) {
+		err = budget.Poll(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 			got, err := c.Get(ctx, o.Name, metav1.GetOptions{})
 			if err != nil {
 				return false, err

@@ -14,7 +14,6 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 
@@ -114,7 +113,7 @@ func shardedUpgradeRollsNoPods(t *testing.T, from *release.Release) {
 
 	// Every child labelled with its owner's bucket by the new replicas.
 	var why string
-	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, budget.Scale(2*time.Minute), true, func(ctx context.Context) (bool, error) {
+	err = budget.Poll(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		why = ""
 		for _, ns := range namespaces {
 			for _, name := range names[ns] {
