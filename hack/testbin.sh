@@ -72,6 +72,8 @@ export GOWORK=off GOFLAGS=
 
 T0=$SECONDS
 log() { printf 'testbin: %s\n' "$*" >&2; }
+# dur 150 prints 2m30s.
+dur() { if (($1 >= 60)); then printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); else printf '%ds' "$1"; fi; }
 die() { printf 'testbin: error: %s\n' "$*" >&2; exit 1; }
 
 usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; }
@@ -179,20 +181,23 @@ trap 'exit 143' TERM
 
 # Builds into a temporary directory next to the output, then renames: an
 # interrupted build never leaves a truncated binary under the real name.
+# step is "n of m", for the progress lines.
 build_binary() {
-  local name=$1 mod pkg tmp start
+  local name=$1 step=$2 mod pkg tmp start
   mod=$(module_of "$name")
   pkg=$(package_of "$name")
   tmp=$(mktemp -d "$OUT/.build.XXXXXX")
   TMPDIRS+=("$tmp")
   start=$SECONDS
-  log "building $name ($pkg, module hack/testbin/$mod)"
-  # Go is silent while compiling; say every 30 s that it is still going. The
-  # sleep must not inherit stdout/stderr or the lock (fd 9): once orphaned it
-  # would keep a caller's $(hack/testbin.sh path) or the lock waiting.
+  log "building $name, $step ($pkg, module hack/testbin/$mod); total $(dur $((SECONDS - T0))) so far"
+  # Go is silent while compiling, kube-apiserver for many minutes on a
+  # cold cache: say every minute that it is still going, so that the build
+  # never looks hung. The sleep must not inherit stdout/stderr or the lock
+  # (fd 9): once orphaned it would keep a caller's $(hack/testbin.sh path)
+  # or the lock waiting.
   (
-    while sleep 30 >/dev/null 2>&1 9>&-; do
-      log "  ... $name $((SECONDS - start))s, total $((SECONDS - T0))s"
+    while sleep 60 >/dev/null 2>&1 9>&-; do
+      log "still building $name ($step), $(dur $((SECONDS - start))) elapsed, total $(dur $((SECONDS - T0)))"
     done
   ) &
   TICKER=$!
@@ -211,7 +216,7 @@ build_binary() {
   mv -f "$tmp/$name" "$OUT/$name"
   rm -rf "$tmp"
   write_stamp "$name"
-  log "built $name in $((SECONDS - start))s (total $((SECONDS - T0))s)"
+  log "built $name ($step) in $(dur $((SECONDS - start))), total $(dur $((SECONDS - T0)))"
 }
 
 # Copies kwok's stage configs out of the module cache (read-only files there).
@@ -238,7 +243,7 @@ copy_stages() {
   rm -rf "$OUT/kwok-stages"
   mv "$tmp" "$OUT/kwok-stages"
   write_stamp kwok-stages
-  log "copied kwok stage configs to $OUT/kwok-stages"
+  log "copied kwok stage configs to $OUT/kwok-stages ($1)"
 }
 
 lock() {
@@ -268,10 +273,12 @@ build() {
   log "into $OUT: ${todo[*]}"
   [[ ${todo[*]} == kwok-stages ]] ||
     log "(a cold build takes 10-15 minutes on 2 idle cores; later ones reuse the Go build cache)"
+  local i=0
   for name in "${todo[@]}"; do
-    if [[ $name == kwok-stages ]]; then copy_stages; else build_binary "$name"; fi
+    i=$((i + 1))
+    if [[ $name == kwok-stages ]]; then copy_stages "$i of ${#todo[@]}"; else build_binary "$name" "$i of ${#todo[@]}"; fi
   done
-  log "done in $((SECONDS - T0))s"
+  log "done in $(dur $((SECONDS - T0)))"
 }
 
 stages_complete() {

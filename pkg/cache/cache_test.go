@@ -20,6 +20,7 @@ import (
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	handrollfake "github.com/handroll/handroll/pkg/generated/clientset/versioned/fake"
+	"github.com/handroll/handroll/test/budget"
 )
 
 // These tests cover the routing and filtering logic over fake clientsets;
@@ -84,7 +85,7 @@ func startCaches(t *testing.T, o Options) *Caches {
 	stop := make(chan struct{})
 	t.Cleanup(func() { close(stop); c.Shutdown() })
 	c.Start(stop)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := budget.Context(t, context.Background(), 10*time.Second, "the caches to sync")
 	defer cancel()
 	if err := c.WaitForSync(ctx); err != nil {
 		t.Fatal(err)

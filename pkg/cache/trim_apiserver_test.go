@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/utils/ptr"
@@ -20,6 +19,7 @@ import (
 	handrollcache "github.com/handroll/handroll/pkg/cache"
 	"github.com/handroll/handroll/pkg/controller/webapp"
 	"github.com/handroll/handroll/pkg/generated/clientset/versioned"
+	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/controlplane"
 )
 
@@ -69,7 +69,7 @@ func TestTrimmedCacheAgainstAPIServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		var got metav1.Object
-		if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		if err := budget.Poll(ctx, 20*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 			got, err = g.cache()
 			return err == nil && got.GetResourceVersion() == want.GetResourceVersion(), nil
 		}); err != nil {
@@ -166,18 +166,18 @@ func TestTrimmedCacheAgainstAPIServer(t *testing.T) {
 }
 
 // startControlPlane starts etcd and kube-apiserver for one test, with a
-// context that bounds it.
+// budget of its own, and returns a context that bounds the test's work.
 func startControlPlane(t *testing.T) (context.Context, *controlplane.ControlPlane) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts etcd and kube-apiserver")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	t.Cleanup(cancel)
-	cp, err := controlplane.Start(ctx, controlplane.Options{Progress: io.Discard})
+	cp, err := controlplane.StartWithBudget(controlplane.Options{Progress: io.Discard})
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := budget.Context(t, context.Background(), 4*time.Minute, t.Name()+" against the API server")
+	t.Cleanup(cancel)
 	t.Cleanup(func() {
 		if err := cp.Stop(); err != nil {
 			t.Error(err)
@@ -210,7 +210,7 @@ func startTrimmedCaches(ctx context.Context, t *testing.T, cp *controlplane.Cont
 	stop := make(chan struct{})
 	t.Cleanup(func() { close(stop); c.Shutdown() })
 	c.Start(stop)
-	syncCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	syncCtx, cancel := budget.Context(t, ctx, time.Minute, "the trimmed caches to sync")
 	defer cancel()
 	if err := c.WaitForSync(syncCtx); err != nil {
 		t.Fatal(err)
@@ -291,7 +291,7 @@ func logTypicalSizes(ctx context.Context, t *testing.T, kube kubernetes.Interfac
 			t.Fatal(err)
 		}
 		var got metav1.Object
-		if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		if err := budget.Poll(ctx, 20*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 			got, err = k.cache()
 			return err == nil && got.GetResourceVersion() == full.GetResourceVersion(), nil
 		}); err != nil {

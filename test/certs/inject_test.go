@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/handroll/handroll/pkg/certs"
+	"github.com/handroll/handroll/test/budget"
 )
 
 // The CRDs of testdata/crd.
@@ -234,7 +235,7 @@ func TestInjection(t *testing.T) {
 	}
 	// Stopping: every clientConfig calls its service again, with the
 	// bundle, and the record is gone.
-	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	rctx, cancel := budget.Context(t, ctx, 30*time.Second, "the webhook configurations to be restored")
 	defer cancel()
 	if err := next.RestoreClientConfigs(rctx); err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/handroll/handroll/pkg/certs"
+	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/controlplane"
 )
 
@@ -72,8 +73,8 @@ func run(t *testing.T, m *certs.Manager) (stop func()) {
 				if err != nil {
 					t.Errorf("Start returned %v", err)
 				}
-			case <-time.After(30 * time.Second):
-				t.Error("Start did not return within 30s of its context ending")
+			case <-time.After(budget.Scale(30 * time.Second)):
+				t.Errorf("Start did not return within %s of its context ending", budget.Scale(30*time.Second))
 			}
 		})
 	}
@@ -81,10 +82,11 @@ func run(t *testing.T, m *certs.Manager) (stop func()) {
 	return stop
 }
 
-// eventually polls cond until it holds, failing t after timeout with desc
-// and the last error cond returned.
+// eventually polls cond until it holds, failing t after timeout (scaled
+// by budget.Scale) with desc and the last error cond returned.
 func eventually(t *testing.T, timeout time.Duration, desc string, cond func(context.Context) (bool, error)) {
 	t.Helper()
+	timeout = budget.Scale(timeout)
 	var last error
 	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		ok, err := cond(ctx)

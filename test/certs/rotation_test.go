@@ -20,6 +20,7 @@ import (
 
 	"github.com/handroll/handroll/pkg/certs"
 	"github.com/handroll/handroll/pkg/server"
+	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/operator"
 )
 
@@ -263,7 +264,7 @@ func TestRotationWhileServing(t *testing.T) {
 			}
 		})
 	}
-	deadline := time.Now().Add(3 * time.Minute)
+	deadline := time.Now().Add(budget.Scale(3 * time.Minute))
 	for {
 		s, c, second, dropped := h.summary()
 		if s >= 3 && c >= 1 && second && dropped {

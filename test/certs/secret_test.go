@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/handroll/handroll/pkg/certs"
+	"github.com/handroll/handroll/test/budget"
 )
 
 // TestReplicasShareOneSecret starts two replicas at once on an empty
@@ -42,7 +43,7 @@ func TestReplicasShareOneSecret(t *testing.T) {
 		}
 		select {
 		case <-both:
-		case <-time.After(30 * time.Second): // the other never created: the assertions below say so
+		case <-time.After(budget.Scale(30 * time.Second)): // the other never created: the assertions below say so
 		}
 	}
 	opts := certs.Options{

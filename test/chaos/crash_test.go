@@ -14,12 +14,12 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	"github.com/handroll/handroll/pkg/controller/webapp"
+	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/operator"
 )
 
@@ -129,7 +129,7 @@ func TestCrashesLoseNothing(t *testing.T) {
 	mu.Unlock()
 
 	operator.Start(t, env.Kubeconfig, args...)
-	err := wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := budget.Poll(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
 		problems, err := check(ctx, t, namespaces, opNS, deleted)
 		if err != nil {
 			return false, err

@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/handroll/handroll/test/controlplane"
+	"github.com/handroll/handroll/test/operator"
 )
 
 var env *controlplane.ControlPlane
@@ -25,6 +26,7 @@ func TestMain(m *testing.M) {
 		fmt.Println("test/chaos: skipped; run with HANDROLL_CHAOS=1 (make test-chaos)")
 		os.Exit(0)
 	}
+	operator.BuildBeforeTests()
 	// The sharded list and watch that --shards needs (TestShardedReplicas).
 	os.Exit(controlplane.RunTests(m, controlplane.Options{APIServerArgs: []string{"--feature-gates=ShardedListAndWatch=true"}}, &env))
 }

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/operator"
 )
 
@@ -41,7 +42,7 @@ func outage(t *testing.T, component string) {
 
 	// Mid-run: some converged, most not.
 	var before int
-	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	if err := budget.Poll(ctx, 50*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		c, err := convergedIn(ctx, t, ns)
 		before = c
 		return c >= 10, err
@@ -117,7 +118,7 @@ func outage(t *testing.T, component string) {
 	// API server first answered the test again.
 	var resumed time.Duration
 	atStop := -1
-	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+	if err := budget.Poll(ctx, 100*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
 		c, err := convergedIn(ctx, t, ns)
 		switch {
 		case c < 0:
@@ -138,7 +139,7 @@ func outage(t *testing.T, component string) {
 	// informers come back on client-go's reflector backoff, which an outage
 	// has grown to 30 s with up to as much again of jitter.
 	createWebApps(t, ns, "after", 1)
-	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	if err := budget.Poll(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		w, err := hc.HandrollV1().WebApps(ns).Get(ctx, "after000", metav1.GetOptions{})
 		return err == nil && w.Status.ObservedGeneration == w.Generation, nil
 	}); err != nil {

@@ -13,11 +13,11 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/handroll/handroll/pkg/controller"
 	"github.com/handroll/handroll/pkg/leader"
+	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/operator"
 )
 
@@ -124,7 +124,7 @@ func TestPartitionsNeverOverlap(t *testing.T) {
 	for i := range partitions {
 		// The leader, once it is reconciling.
 		var led *replica
-		if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+		if err := budget.Poll(ctx, 50*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
 			leaseMu.Lock()
 			holder := holderNow
 			leaseMu.Unlock()
@@ -150,8 +150,8 @@ func TestPartitionsNeverOverlap(t *testing.T) {
 		led.proxy.Cut(how)
 		select {
 		case <-led.op.Exited():
-		case <-time.After(time.Minute):
-			t.Fatalf("partition %d: the cut leader (slot %d) did not exit within a minute", i+1, led.slot)
+		case <-time.After(budget.Scale(time.Minute)):
+			t.Fatalf("partition %d: the cut leader (slot %d) did not exit within %s", i+1, led.slot, budget.Scale(time.Minute))
 		}
 		exited, _ := led.op.ExitedAt()
 		if !strings.Contains(led.op.Log(), "Lost the leader lease") {
@@ -167,7 +167,7 @@ func TestPartitionsNeverOverlap(t *testing.T) {
 
 		// A standby takes over.
 		var next string
-		if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		if err := budget.Poll(ctx, 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 			leaseMu.Lock()
 			defer leaseMu.Unlock()
 			next = holderNow
@@ -183,7 +183,7 @@ func TestPartitionsNeverOverlap(t *testing.T) {
 	}
 
 	stopUsers()
-	if err := wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+	if err := budget.Poll(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		problems, err := check(ctx, t, []string{ns}, opNS, map[string]bool{})
 		if err != nil {
 			return false, err

@@ -13,12 +13,12 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/handroll/handroll/pkg/controller"
 	"github.com/handroll/handroll/pkg/controller/webapp"
+	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/operator"
 )
 
@@ -94,7 +94,7 @@ func TestShardedReplicas(t *testing.T) {
 		began := time.Now()
 		limit := (shards + len(live) - 1) / len(live)
 		var state []string
-		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+		if err := budget.Poll(ctx, 100*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
 			state = state[:0]
 			total, ok := 0, true
 			for _, r := range live {
@@ -135,8 +135,8 @@ func TestShardedReplicas(t *testing.T) {
 	a.proxy.Cut(operator.LinkBlackhole)
 	select {
 	case <-a.op.Exited():
-	case <-time.After(time.Minute):
-		t.Fatal("the partitioned replica did not exit within a minute")
+	case <-time.After(budget.Scale(time.Minute)):
+		t.Fatalf("the partitioned replica did not exit within %s", budget.Scale(time.Minute))
 	}
 	exited, _ := a.op.ExitedAt()
 	if d := exited.Sub(cut); d >= partitionLease {
@@ -149,7 +149,7 @@ func TestShardedReplicas(t *testing.T) {
 	balanced("3 replicas (a2 joined)", c2, b2, a2)
 
 	stopUsers()
-	err := wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := budget.Poll(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
 		problems, err := check(ctx, t, nss, opNS, map[string]bool{})
 		if err != nil {
 			return false, err

@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
+	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/controlplane"
 	"github.com/handroll/handroll/test/operator"
 )
@@ -136,6 +137,7 @@ func createWebApps(t *testing.T, ns, prefix string, n int) {
 // Degraded, handroll recorded a Warning event in ns, or a reconcile failed.
 func convergeWithoutErrors(t *testing.T, op *operator.Operator, ns string, n int, timeout time.Duration) time.Duration {
 	t.Helper()
+	timeout = budget.Scale(timeout)
 	hc := env.HandrollClient(t)
 	ctx := context.Background()
 	start := time.Now()

@@ -22,10 +22,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/controlplane"
 )
 
@@ -39,9 +39,7 @@ func startAPIServer(t *testing.T) *controlplane.ControlPlane {
 	if testing.Short() {
 		t.Skip("-short: no control plane")
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-	defer cancel()
-	cp, err := controlplane.Start(ctx, controlplane.Options{})
+	cp, err := controlplane.StartWithBudget(controlplane.Options{})
 	if err != nil {
 		t.Fatalf("starting the API server: %v", err)
 	}
@@ -258,7 +256,7 @@ func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
 
 func waitFor(t *testing.T, what string, cond func(context.Context) (bool, error)) {
 	t.Helper()
-	if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, time.Minute, true, cond); err != nil {
+	if err := budget.Poll(t.Context(), 200*time.Millisecond, time.Minute, true, cond); err != nil {
 		t.Fatalf("waiting for %s: %v", what, err)
 	}
 }

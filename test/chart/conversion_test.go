@@ -13,13 +13,13 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	handrollv1alpha1 "github.com/handroll/handroll/pkg/apis/handroll/v1alpha1"
 	"github.com/handroll/handroll/pkg/certs"
 	"github.com/handroll/handroll/pkg/generated/clientset/versioned"
+	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/controlplane"
 	"github.com/handroll/handroll/test/operator"
 )
@@ -39,7 +39,7 @@ func TestConversionInAnyNamespace(t *testing.T) {
 	operator.Binary(t) // before the ports are chosen: a build takes a while
 	// The API server resolves the webhook Service through its
 	// EndpointSlices: there is no kube-proxy on loopback.
-	cp := startWith(t, controlplane.Options{APIServerArgs: []string{"--enable-aggregator-routing=true"}})
+	cp := controlplane.StartForTest(t, controlplane.Options{APIServerArgs: []string{"--enable-aggregator-routing=true"}})
 	ctx := t.Context()
 	kube, hc := cp.KubeClient(t), cp.HandrollClient(t)
 	crds := apiextensionsclient.NewForConfigOrDie(cp.Config).ApiextensionsV1().CustomResourceDefinitions()
@@ -86,7 +86,7 @@ func TestConversionInAnyNamespace(t *testing.T) {
 	// A new replica checks the CRD at once, as every replica does at start.
 	second := operator.LaunchInPod(t, cp.Config, ns, fmt.Sprintf("--webhook-port=%d", operator.FreePort(t)))
 	second.WaitReady(t, 2*time.Minute)
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+	if err := budget.Poll(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		return strings.Contains(second.Log(), `"Holds the CA bundle" kind="CustomResourceDefinition"`), nil
 	}); err != nil {
 		t.Fatalf("the second replica did not check the CRD: %v\n%s", err, second.Log())
@@ -145,7 +145,7 @@ func roundTrip(t *testing.T, hc versioned.Interface, when, name string) {
 	ctx := t.Context()
 	alpha := hc.HandrollV1alpha1().WebApps("default")
 	var lastErr error
-	if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	if err := budget.Poll(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		_, err := alpha.Create(ctx, &handrollv1alpha1.WebApp{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec:       handrollv1alpha1.WebAppSpec{Image: "registry.invalid/app:1"},

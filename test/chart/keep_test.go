@@ -22,6 +22,7 @@ import (
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	"github.com/handroll/handroll/pkg/generated/clientset/versioned"
+	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/controlplane"
 )
 
@@ -304,7 +305,7 @@ func TestUninstallLeavesNoClusterRoleOnAnyPath(t *testing.T) {
 		mustHelmIn(t, cp, ns, "install", "handroll", "charts/handroll", "--set", set)
 		_, _ = uninstallWith(func(_ *batchv1.Job, cmd *exec.Cmd) {
 			_ = cmd.Process.Signal(sig)
-			time.AfterFunc(10*time.Second, func() { _ = cmd.Process.Kill() })
+			time.AfterFunc(budget.Scale(10*time.Second), func() { _ = cmd.Process.Kill() })
 		})
 		mustHelmIn(t, cp, ns, "uninstall", "handroll", "--no-hooks")
 		checkNoneLeft("after helm got " + sig.String() + " while the hook ran, then helm uninstall --no-hooks")

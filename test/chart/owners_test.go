@@ -24,7 +24,7 @@ import (
 // make undeploy then removes all of it.
 func TestInstallAndDeployFieldOwners(t *testing.T) {
 	kubectl := kubectlPath(t)
-	cp := startWith(t, controlplane.Options{Nodes: 1})
+	cp := controlplane.StartForTest(t, controlplane.Options{Nodes: 1})
 	crds := apiextensionsclient.NewForConfigOrDie(cp.Config).ApiextensionsV1().CustomResourceDefinitions()
 	kube := cp.KubeClient(t)
 	mk := func(target string, vars ...string) (string, error) {

@@ -19,7 +19,7 @@ import (
 func TestShardsChangeIsRefusedWhileReplicasRun(t *testing.T) {
 	const ns = "sharded-ops"
 	helmPath(t)
-	cp := startWith(t, controlplane.Options{})
+	cp := controlplane.StartForTest(t, controlplane.Options{})
 	kube := cp.KubeClient(t)
 	args := func(t *testing.T) []string {
 		t.Helper()

@@ -15,7 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
@@ -23,7 +22,9 @@ import (
 	"github.com/handroll/handroll/pkg/certs"
 	"github.com/handroll/handroll/pkg/controller/webapp"
 	"github.com/handroll/handroll/pkg/generated/clientset/versioned"
+	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/controlplane"
+	"github.com/handroll/handroll/test/operator"
 )
 
 // foreignFinalizer and policyFinalizer stand for a backup tool's and a
@@ -50,19 +51,14 @@ func TestUninstallCommand(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: no control plane")
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
-	defer cancel()
-	// The controllers, for the garbage collector.
-	cp, err := controlplane.Start(ctx, controlplane.Options{Controllers: true, CRDDirs: []string{filepath.Join(repoRoot(t), "manifests", "crd")}})
-	if err != nil {
-		t.Fatalf("starting the API server: %v", err)
-	}
-	t.Cleanup(func() { _ = cp.Stop() })
+	// The controllers, for the garbage collector. The control plane's
+	// start and handroll's build are not this test's work: its budget
+	// starts after them.
+	cp := controlplane.StartForTest(t, controlplane.Options{Controllers: true, CRDDirs: []string{filepath.Join(repoRoot(t), "manifests", "crd")}})
 	kube, hc := cp.KubeClient(t), cp.HandrollClient(t)
-	bin := filepath.Join(t.TempDir(), "handroll")
-	if out, err := run(t, nil, "go", "build", "-o", bin, "./cmd/handroll"); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := operator.Handroll(t)
+	ctx, cancel := budget.Context(t, t.Context(), 4*time.Minute, "the uninstall scenario")
+	defer cancel()
 
 	const opNS = "platform-ops"
 	for _, ns := range []string{opNS, "team-a", "team-b"} {
@@ -241,7 +237,7 @@ func waitForGarbageCollector(ctx context.Context, t *testing.T, hc versioned.Int
 	if err := hc.HandrollV1().WebApps("default").Delete(ctx, probe.Name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
 		t.Fatal(err)
 	}
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err = budget.Poll(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		_, err := hc.HandrollV1().WebApps("default").Get(ctx, probe.Name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
@@ -322,30 +318,6 @@ func operatorDeployment() *appsv1.Deployment {
 	}
 }
 
-// buildHandroll builds cmd/handroll into a temporary directory.
-func buildHandroll(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "handroll")
-	if out, err := run(t, nil, "go", "build", "-o", bin, "./cmd/handroll"); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// startWith starts a control plane with o, stopped at the end of t.
-func startWith(t *testing.T, o controlplane.Options) *controlplane.ControlPlane {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("-short: no control plane")
-	}
-	cp, err := controlplane.Start(t.Context(), o)
-	if err != nil {
-		t.Fatalf("starting the API server: %v", err)
-	}
-	t.Cleanup(func() { _ = cp.Stop() })
-	return cp
-}
-
 func runUninstall(ctx context.Context, bin, kubeconfig string, flags ...string) (string, error) {
 	args := append([]string{"uninstall", "--kubeconfig=" + kubeconfig}, flags...)
 	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
@@ -355,8 +327,8 @@ func runUninstall(ctx context.Context, bin, kubeconfig string, flags ...string) 
 // TestUninstallCommandKeepsWebApps: `handroll uninstall` with no flag
 // deletes no WebApp, and says in one line what it kept.
 func TestUninstallCommandKeepsWebApps(t *testing.T) {
-	cp := startWith(t, controlplane.Options{CRDDirs: []string{filepath.Join(repoRoot(t), "manifests", "crd")}})
-	bin := buildHandroll(t)
+	cp := controlplane.StartForTest(t, controlplane.Options{CRDDirs: []string{filepath.Join(repoRoot(t), "manifests", "crd")}})
+	bin := operator.Handroll(t)
 	hc := cp.HandrollClient(t)
 	if _, err := hc.HandrollV1().WebApps("default").Create(t.Context(), &handrollv1.WebApp{ObjectMeta: metav1.ObjectMeta{Name: "shop"}, Spec: handrollv1.WebAppSpec{Image: "registry.invalid/app:1"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -377,8 +349,8 @@ func TestUninstallCommandKeepsWebApps(t *testing.T) {
 // and the CRD removed, or a second uninstall), there is no WebApp to
 // delete: handroll uninstall --delete-webapps succeeds and says so.
 func TestUninstallWithoutTheCRDSucceeds(t *testing.T) {
-	cp := startWith(t, controlplane.Options{})
-	bin := buildHandroll(t)
+	cp := controlplane.StartForTest(t, controlplane.Options{})
+	bin := operator.Handroll(t)
 	out, err := runUninstall(t.Context(), bin, cp.Kubeconfig, "--operator-namespace=handroll-system", "--delete-webapps", "--timeout=5s")
 	if err != nil {
 		t.Fatalf("handroll uninstall --delete-webapps without the CRD: %v\n%s", err, out)
@@ -393,11 +365,11 @@ func TestUninstallWithoutTheCRDSucceeds(t *testing.T) {
 // finalizer is named with that child and its finalizer, and the advice to
 // force other controllers' finalizers, which would not help, is not given.
 func TestTimeoutNamesWhatHoldsTheWebApp(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
-	defer cancel()
-	cp := startWith(t, controlplane.Options{Controllers: true, CRDDirs: []string{filepath.Join(repoRoot(t), "manifests", "crd")}})
+	cp := controlplane.StartForTest(t, controlplane.Options{Controllers: true, CRDDirs: []string{filepath.Join(repoRoot(t), "manifests", "crd")}})
 	kube, hc := cp.KubeClient(t), cp.HandrollClient(t)
-	bin := buildHandroll(t)
+	bin := operator.Handroll(t)
+	ctx, cancel := budget.Context(t, t.Context(), 4*time.Minute, "uninstall to name what holds the WebApp")
+	defer cancel()
 	created, err := hc.HandrollV1().WebApps("default").Create(ctx, &handrollv1.WebApp{ObjectMeta: metav1.ObjectMeta{Name: "draining"}, Spec: handrollv1.WebAppSpec{Image: "registry.invalid/app:1"}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)

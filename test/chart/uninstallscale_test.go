@@ -2,7 +2,6 @@ package chart
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -19,7 +18,9 @@ import (
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	"github.com/handroll/handroll/pkg/generated/clientset/versioned"
+	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/controlplane"
+	"github.com/handroll/handroll/test/operator"
 )
 
 // scaleEnv sets how many WebApps TestUninstallAtScale deletes: 10000 is
@@ -46,8 +47,8 @@ func TestUninstallAtScale(t *testing.T) {
 	}
 	timeout := chartUninstallTimeout(t)
 	// The garbage collector ends every foreground deletion.
-	cp := startWith(t, controlplane.Options{Controllers: true, CRDDirs: []string{filepath.Join(repoRoot(t), "manifests", "crd")}})
-	bin := buildHandroll(t)
+	cp := controlplane.StartForTest(t, controlplane.Options{Controllers: true, CRDDirs: []string{filepath.Join(repoRoot(t), "manifests", "crd")}})
+	bin := operator.Handroll(t)
 	waitForGarbageCollector(t.Context(), t, cp.HandrollClient(t), cp.KubeClient(t))
 
 	began := time.Now()
@@ -56,7 +57,7 @@ func TestUninstallAtScale(t *testing.T) {
 
 	// The uninstall's own timeout is what is tested; this one only keeps a
 	// hung process from holding the test.
-	ctx, cancel := context.WithTimeout(t.Context(), timeout+2*time.Minute)
+	ctx, cancel := budget.Context(t, t.Context(), timeout+2*time.Minute, "handroll uninstall of "+strconv.Itoa(n)+" WebApps to exit")
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "uninstall", "--kubeconfig="+cp.Kubeconfig, "--operator-namespace=handroll-system",
 		"--deployment=", "--delete-webapps", "--timeout="+timeout.String())
@@ -159,7 +160,7 @@ func createWebApps(t *testing.T, cp *controlplane.ControlPlane, n int) {
 			t.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	ctx, cancel := budget.Context(t, t.Context(), 10*time.Minute, "the WebApps to be created")
 	defer cancel()
 	next := make(chan int)
 	errs := make(chan error, workers)

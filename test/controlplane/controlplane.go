@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/handroll/handroll/test/budget"
 )
 
 // Options say which components to start and where.
@@ -411,7 +413,7 @@ func (cp *ControlPlane) waitStarted(ctx context.Context, p *Process, began time.
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
-	if err := cp.waitFor(ctx, p, 90*time.Second, ready); err != nil {
+	if err := cp.waitFor(ctx, p, budget.Scale(90*time.Second), ready); err != nil {
 		return err
 	}
 	cp.logf("%s ready in %s", p.Name, time.Since(began).Round(time.Millisecond))
@@ -620,7 +622,7 @@ func httpOK(ctx context.Context, cfg *rest.Config, url string) error {
 		}
 		client = &http.Client{Transport: rt}
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, budget.Scale(2*time.Second))
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {

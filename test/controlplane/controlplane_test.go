@@ -12,6 +12,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/handroll/handroll/test/budget"
 )
 
 // These tests start and stop whole control planes; they are the harness's
@@ -22,9 +24,7 @@ func startForTest(t *testing.T, opts Options) *ControlPlane {
 	if testing.Short() {
 		t.Skip("starts a control plane")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cp, err := Start(ctx, opts)
+	cp, err := StartWithBudget(opts)
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -42,7 +42,7 @@ func pidsOf(cp *ControlPlane) []int {
 // gone waits until every pid has exited and dir no longer exists.
 func gone(t *testing.T, pids []int, dir string, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
+	deadline := time.Now().Add(budget.Scale(within))
 	for {
 		var alive []int
 		for _, pid := range pids {
@@ -151,9 +151,7 @@ func TestStartupFailureNamesTheComponent(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cp, err := Start(ctx, Options{APIServerArgs: []string{"--no-such-flag"}})
+	cp, err := StartWithBudget(Options{APIServerArgs: []string{"--no-such-flag"}})
 	if err == nil {
 		_ = cp.Stop()
 		t.Fatal("Start succeeded with an invalid kube-apiserver flag")
@@ -207,7 +205,7 @@ func TestStopAndStartComponents(t *testing.T) {
 
 func waitReady(t *testing.T, cp *ControlPlane) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(budget.Scale(time.Minute))
 	for {
 		err := cp.Ready(context.Background())
 		if err == nil {
@@ -231,10 +229,10 @@ func TestFakeNodesRenewTheirLeases(t *testing.T) {
 	kube := cp.KubeClient(t)
 	ctx := context.Background()
 	renewals := map[string]bool{}
-	deadline := time.Now().Add(90 * time.Second)
+	deadline := time.Now().Add(budget.Scale(90 * time.Second))
 	for len(renewals) < 2 {
 		if time.Now().After(deadline) {
-			t.Fatalf("the fake node's Lease was renewed %d time(s) in 90 s, want 2", len(renewals))
+			t.Fatalf("the fake node's Lease was renewed %d time(s) in %s, want 2", len(renewals), budget.Scale(90*time.Second))
 		}
 		lease, err := kube.CoordinationV1().Leases("kube-node-lease").Get(ctx, "kwok-node-0", metav1.GetOptions{})
 		if err == nil && lease.Spec.RenewTime != nil {

@@ -19,6 +19,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/handroll/handroll/test/budget"
 )
 
 // The real node: one kubelet with containerd and runc, running real
@@ -280,7 +282,7 @@ func (cp *ControlPlane) startRealNode(ctx context.Context, bins *binaries, opts 
 	if err := cp.startKubelet(ctx, kubelet, tokens.kubelet, caCert); err != nil {
 		return err
 	}
-	return cp.waitNodeReady(ctx, 2*time.Minute)
+	return cp.waitNodeReady(ctx, budget.Scale(2*time.Minute))
 }
 
 // startKubeProxy starts kube-proxy, as the system:kube-proxy user the

@@ -17,9 +17,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/handroll/handroll/test/budget"
 )
 
 // kwokNodeAnnotation marks the nodes kwok plays; kwok is told to manage only
@@ -68,7 +69,7 @@ func InstallCRDs(ctx context.Context, cp *ControlPlane, dir string) error {
 		cp.logf("installed CRD %s", crd.Name)
 	}
 	for _, crd := range crds {
-		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		err := budget.Poll(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 			got, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
 			if err != nil {
 				return false, err
@@ -148,7 +149,7 @@ func (cp *ControlPlane) addNodes(ctx context.Context, n int) error {
 			return fmt.Errorf("registering fake node %s: %w", node.Name, err)
 		}
 	}
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+	err = budget.Poll(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 		nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "type=kwok"})
 		if err != nil {
 			return false, nil //nolint:nilerr // not yet: poll again until the timeout
@@ -203,7 +204,7 @@ func (cp *ControlPlane) CreateNamespace(ctx context.Context, prefix string) (str
 		return "", err
 	}
 	if cp.has("kube-controller-manager") {
-		err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		err = budget.Poll(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 			_, err := client.CoreV1().ServiceAccounts(ns.Name).Get(ctx, "default", metav1.GetOptions{})
 			return err == nil, nil
 		})

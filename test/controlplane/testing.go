@@ -16,6 +16,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/handroll/handroll/pkg/generated/clientset/versioned"
+	"github.com/handroll/handroll/test/budget"
 )
 
 // RunTests is a test package's TestMain body: it starts one control plane for
@@ -45,9 +46,7 @@ func RunTests(m *testing.M, opts Options, env **ControlPlane) int {
 		opts.CRDDirs = []string{filepath.Join(root, "manifests", "crd")}
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	cp, err := Start(ctx, opts)
-	cancel()
+	cp, err := StartWithBudget(opts)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "starting the control plane: %v\n", err)
 		return 1
@@ -65,6 +64,43 @@ func RunTests(m *testing.M, opts Options, env **ControlPlane) int {
 		}
 	}
 	return code
+}
+
+// StartBudget bounds the start of a control plane for tests (scaled by
+// budget.Scale): etcd, the API server, the controllers and kwok on a busy
+// 2-core machine, CRDs installed. It is the start's own, never a test's:
+// what a test waits for after it has its own budget.
+const StartBudget = 10 * time.Minute
+
+// StartWithBudget starts a control plane for tests: it first finds the
+// binaries, which on a fresh checkout builds them (many minutes, with
+// progress on stderr) with no deadline, then gives the start StartBudget.
+func StartWithBudget(opts Options) (*ControlPlane, error) {
+	bins, err := FindBinaries(opts.BinDir)
+	if err != nil {
+		return nil, err
+	}
+	opts.BinDir = bins.dir
+	ctx, cancel := budget.Context(nil, context.Background(), StartBudget, "the control plane to start")
+	defer cancel()
+	cp, err := Start(ctx, opts)
+	return cp, budget.Err(ctx, err)
+}
+
+// StartForTest starts a control plane for t alone, as StartWithBudget
+// does, and stops it when t ends; t's own budget starts after it. It
+// skips t under -short.
+func StartForTest(t testing.TB, opts Options) *ControlPlane {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: no control plane")
+	}
+	cp, err := StartWithBudget(opts)
+	if err != nil {
+		t.Fatalf("starting the control plane: %v", err)
+	}
+	t.Cleanup(func() { _ = cp.Stop() })
+	return cp
 }
 
 // KubeClient returns an admin clientset for the control plane, failing t
@@ -95,7 +131,7 @@ func (cp *ControlPlane) Namespace(t testing.TB) string {
 	if cp == nil {
 		t.Skip("needs the local control plane; not started under -short")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := budget.Context(t, context.Background(), time.Minute, "a namespace for "+t.Name())
 	defer cancel()
 	ns, err := cp.CreateNamespace(ctx, t.Name())
 	if err != nil {

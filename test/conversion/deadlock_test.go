@@ -21,6 +21,7 @@ import (
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	handrollv1alpha1 "github.com/handroll/handroll/pkg/apis/handroll/v1alpha1"
+	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/controlplane"
 	"github.com/handroll/handroll/test/operator"
 )
@@ -259,10 +260,11 @@ func updateCRD(t *testing.T, crds interface {
 	}
 }
 
-// poll fails t when cond is not met within timeout; why, if given, adds
-// to the failure what was last seen.
+// poll fails t when cond is not met within timeout (scaled by
+// budget.Scale); why, if given, adds to the failure what was last seen.
 func poll(t *testing.T, timeout time.Duration, what string, cond func(context.Context) (bool, error), why ...func() string) {
 	t.Helper()
+	timeout = budget.Scale(timeout)
 	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, cond); err != nil {
 		msg := fmt.Sprintf("%s: not within %s: %v", what, timeout, err)
 		for _, w := range why {

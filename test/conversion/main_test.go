@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/handroll/handroll/test/controlplane"
+	"github.com/handroll/handroll/test/operator"
 )
 
 var env *controlplane.ControlPlane
@@ -20,6 +21,7 @@ var env *controlplane.ControlPlane
 // API server apply the shardSelector, so that --shards caches each range's
 // WebApps apart from every WebApp's metadata, as on a cluster with the gate.
 func TestMain(m *testing.M) {
+	operator.BuildBeforeTests()
 	os.Exit(controlplane.RunTests(m, controlplane.Options{
 		APIServerArgs: []string{"--enable-aggregator-routing=true", "--feature-gates=ShardedListAndWatch=true"},
 	}, &env))

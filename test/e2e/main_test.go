@@ -9,10 +9,12 @@ import (
 	"testing"
 
 	"github.com/handroll/handroll/test/controlplane"
+	"github.com/handroll/handroll/test/operator"
 )
 
 var env *controlplane.ControlPlane
 
 func TestMain(m *testing.M) {
+	operator.BuildBeforeTests()
 	os.Exit(controlplane.RunTests(m, controlplane.Options{Nodes: 2}, &env))
 }

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
+	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/controlplane"
 )
 
@@ -62,7 +63,7 @@ func TestManifestsDeploy(t *testing.T) {
 		return out
 	}
 	c := clientset(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := budget.Context(t, context.Background(), 3*time.Minute, "the manifests to be applied and served")
 	defer cancel()
 
 	// What the apply will create: the build, less what already exists (the
@@ -147,7 +148,7 @@ func TestManifestsDeploy(t *testing.T) {
 		}
 	}
 
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+	err = budget.Poll(ctx, 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
 		d, err := c.AppsV1().Deployments("handroll-system").Get(ctx, "handroll", metav1.GetOptions{})
 		if err != nil {
 			return false, nil //nolint:nilerr // not yet: poll again until the timeout
@@ -166,7 +167,7 @@ func TestManifestsDeploy(t *testing.T) {
 
 	// The API server now calls the webhooks for every WebApp write, and
 	// nothing answers: the reason for the cleanup.
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err = budget.Poll(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		err := dryRunWebApp(ctx, t)
 		return err != nil && strings.Contains(err.Error(), "webapp.handroll.dev"), nil
 	})
@@ -190,7 +191,7 @@ func dryRunWebApp(ctx context.Context, t *testing.T) error {
 // until the API server admits WebApps again: it may still hold a deleted
 // webhook configuration for a moment.
 func deleteAndWait(t *testing.T, objs []*unstructured.Unstructured, resource func(*unstructured.Unstructured) dynamic.ResourceInterface) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := budget.Context(t, context.Background(), 3*time.Minute, "the manifests' objects to be deleted")
 	defer cancel()
 	background := metav1.DeletePropagationBackground
 	for _, u := range slices.Backward(objs) {
@@ -209,7 +210,7 @@ func deleteAndWait(t *testing.T, objs []*unstructured.Unstructured, resource fun
 		}
 	}
 	var last error
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := budget.Poll(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		err := dryRunWebApp(ctx, t)
 		if ctx.Err() == nil {
 			last = err

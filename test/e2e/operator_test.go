@@ -21,6 +21,7 @@ import (
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	"github.com/handroll/handroll/pkg/controller/webapp"
 	handrollclient "github.com/handroll/handroll/pkg/generated/clientset/versioned"
+	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/operator"
 )
 
@@ -32,7 +33,7 @@ var (
 // operatorNamespace is the operator's own namespace, shared by the tests.
 func operatorNamespace(t *testing.T) string {
 	opNamespaceOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := budget.Context(t, context.Background(), time.Minute, "the operator's namespace")
 		defer cancel()
 		ns, err := env.CreateNamespace(ctx, "handroll-system")
 		if err != nil {
@@ -56,7 +57,7 @@ func TestWebAppBecomesReady(t *testing.T) {
 		t.Fatal(err)
 	}
 	kube := clientset(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := budget.Context(t, context.Background(), 3*time.Minute, "the WebApp's life: ready, listed, deleted")
 	defer cancel()
 	before := op.Requests(t)
 
@@ -81,7 +82,7 @@ func TestWebAppBecomesReady(t *testing.T) {
 	}
 
 	var w *handrollv1.WebApp
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err = budget.Poll(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		w, err = hc.HandrollV1().WebApps(ns).Get(ctx, "shop", metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -138,24 +139,24 @@ func TestWebAppBecomesReady(t *testing.T) {
 			return has == want, nil
 		}
 	}
-	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, directoryHas(true)); err != nil {
+	if err := budget.Poll(ctx, 100*time.Millisecond, 30*time.Second, true, directoryHas(true)); err != nil {
 		t.Errorf("the directory does not list the WebApp: %v", err)
 	}
 
 	if err := hc.HandrollV1().WebApps(ns).Delete(ctx, "shop", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err = budget.Poll(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		_, err := hc.HandrollV1().WebApps(ns).Get(ctx, "shop", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
 	if err != nil {
 		t.Fatalf("the WebApp was not deleted: %v", err)
 	}
-	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, directoryHas(false)); err != nil {
+	if err := budget.Poll(ctx, 100*time.Millisecond, 10*time.Second, true, directoryHas(false)); err != nil {
 		t.Errorf("the directory still lists the deleted WebApp: %v", err)
 	}
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err = budget.Poll(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		pods, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: webapp.LabelInstance + "=shop"})
 		if err != nil {
 			return false, err
@@ -177,7 +178,7 @@ func TestWebAppBecomesReady(t *testing.T) {
 func waitForQuiet(t *testing.T, op *operator.Operator) map[string]float64 {
 	t.Helper()
 	var last map[string]float64
-	err := wait.PollUntilContextTimeout(context.Background(), time.Second, time.Minute, true, func(context.Context) (bool, error) {
+	err := budget.Poll(context.Background(), time.Second, time.Minute, true, func(context.Context) (bool, error) {
 		first := op.Requests(t)
 		time.Sleep(3 * time.Second)
 		last = op.Requests(t)

@@ -8,9 +8,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"github.com/handroll/handroll/test/budget"
 )
 
 func clientset(t *testing.T) kubernetes.Interface {
@@ -45,14 +46,14 @@ func deployment(ns, name string, replicas int32) *appsv1.Deployment {
 func TestDeploymentBecomesAvailable(t *testing.T) {
 	ns := env.Namespace(t)
 	c := clientset(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := budget.Context(t, context.Background(), 2*time.Minute, "the Deployment to become available")
 	defer cancel()
 
 	if _, err := c.AppsV1().Deployments(ns).Create(ctx, deployment(ns, "web", 3), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	var last *appsv1.Deployment
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := budget.Poll(ctx, 100*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
 		d, err := c.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -84,14 +85,14 @@ func TestDeploymentBecomesAvailable(t *testing.T) {
 func TestDeletingAnOwnerCollectsItsDependents(t *testing.T) {
 	ns := env.Namespace(t)
 	c := clientset(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := budget.Context(t, context.Background(), 2*time.Minute, "the garbage collector to take the dependents")
 	defer cancel()
 
 	if _, err := c.AppsV1().Deployments(ns).Create(ctx, deployment(ns, "doomed", 2), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// Wait for the dependents to exist, or the test would prove nothing.
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := budget.Poll(ctx, 100*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
 		rs, err := c.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
@@ -113,7 +114,7 @@ func TestDeletingAnOwnerCollectsItsDependents(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+	err = budget.Poll(ctx, 100*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
 		rs, err := c.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err

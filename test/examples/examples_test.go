@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/handroll/handroll/test/budget"
 )
 
 // The informer example's annotation and hash, computed here independently.
@@ -32,7 +34,7 @@ func dataHash(data map[string]string) string {
 func waitAnnotated(t *testing.T, client kubernetes.Interface, ns, name string) *corev1.ConfigMap {
 	t.Helper()
 	var cm *corev1.ConfigMap
-	deadline := time.Now().Add(waitLimit)
+	deadline := time.Now().Add(budget.Scale(waitLimit))
 	for time.Now().Before(deadline) {
 		var err error
 		cm, err = client.CoreV1().ConfigMaps(ns).Get(context.Background(), name, metav1.GetOptions{})
@@ -142,7 +144,7 @@ func electionArgs(kubeconfig, ns, lease, id string) []string {
 // and returns that one first.
 func firstOf(t *testing.T, a, b *proc, s string) (*proc, *proc) {
 	t.Helper()
-	deadline := time.Now().Add(waitLimit)
+	deadline := time.Now().Add(budget.Scale(waitLimit))
 	for time.Now().Before(deadline) {
 		if _, _, ok := a.find(" "+a.name+": "+s, 0); ok {
 			return a, b
@@ -152,7 +154,7 @@ func firstOf(t *testing.T, a, b *proc, s string) (*proc, *proc) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("neither %s nor %s printed %q within %s", a.name, b.name, s, waitLimit)
+	t.Fatalf("neither %s nor %s printed %q within %s", a.name, b.name, s, budget.Scale(waitLimit))
 	return nil, nil
 }
 

@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/controlplane"
 )
 
@@ -156,7 +157,7 @@ func (p *proc) next() int {
 // waitFor waits for a line at index from or later that contains s.
 func (p *proc) waitFor(t *testing.T, s string, from int) (int, line) {
 	t.Helper()
-	deadline := time.Now().Add(waitLimit)
+	deadline := time.Now().Add(budget.Scale(waitLimit))
 	for {
 		if i, l, ok := p.find(s, from); ok {
 			return i, l
@@ -170,7 +171,7 @@ func (p *proc) waitFor(t *testing.T, s string, from int) (int, line) {
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s did not print %q within %s", p.name, s, waitLimit)
+			t.Fatalf("%s did not print %q within %s", p.name, s, budget.Scale(waitLimit))
 		}
 	}
 }
@@ -191,15 +192,15 @@ func (p *proc) wait(t *testing.T) error {
 	select {
 	case <-p.done:
 		return p.err
-	case <-time.After(waitLimit):
-		t.Fatalf("%s did not exit within %s", p.name, waitLimit)
+	case <-time.After(budget.Scale(waitLimit)):
+		t.Fatalf("%s did not exit within %s", p.name, budget.Scale(waitLimit))
 		return nil
 	}
 }
 
 func getLease(t *testing.T, namespace, name string) *coordinationv1.Lease {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := budget.Context(t, context.Background(), 10*time.Second, "Lease "+namespace+"/"+name)
 	defer cancel()
 	l, err := env.KubeClient(t).CoordinationV1().Leases(namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/controlplane"
 )
 
@@ -55,7 +56,7 @@ func argoHealth(t *testing.T, script string, u *unstructured.Unstructured) (heal
 			t.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := budget.Context(t, context.Background(), time.Second, "the Argo CD health script")
 	defer cancel()
 	l.SetContext(ctx)
 	l.SetGlobal("obj", toLua(l, u.Object))

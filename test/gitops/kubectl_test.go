@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/handroll/handroll/pkg/controller/webapp"
+	"github.com/handroll/handroll/test/budget"
 )
 
 // kubectl runs the control plane's kubectl against its API server.
@@ -74,7 +75,7 @@ func TestKubectlWaitForReady(t *testing.T) {
 		if err != nil {
 			t.Fatalf("kubectl wait: %v\n%s%s", err, stdout.String(), stderr.String())
 		}
-	case <-time.After(20 * time.Second):
+	case <-time.After(budget.Scale(20 * time.Second)):
 		t.Fatal("kubectl wait did not return once the WebApp was Ready")
 	}
 	if got := strings.TrimSpace(stdout.String()); got != "webapp.handroll.dev/waited condition met" {

@@ -16,6 +16,7 @@ import (
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	"github.com/handroll/handroll/pkg/controller/webapp"
 	handrollac "github.com/handroll/handroll/pkg/generated/applyconfiguration/handroll/v1"
+	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/controlplane"
 )
 
@@ -32,7 +33,7 @@ var (
 
 func testContext(t *testing.T) context.Context {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	ctx, cancel := budget.Context(t, t.Context(), 30*time.Second, t.Name()+"'s calls to the API server")
 	t.Cleanup(cancel)
 	return ctx
 }

@@ -11,13 +11,13 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	"github.com/handroll/handroll/pkg/apis/scheme"
 	"github.com/handroll/handroll/pkg/server"
+	"github.com/handroll/handroll/test/budget"
 )
 
 // TestUnobservedWebAppReadsInProgress: a WebApp no replica of handroll has
@@ -156,7 +156,7 @@ func readConverted(ctx context.Context, t *testing.T, ns, name string) *unstruct
 	t.Helper()
 	var u *unstructured.Unstructured
 	var lastErr error
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := budget.Poll(ctx, 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
 		u, lastErr = dynamicClient(t).Resource(webAppsV1alpha1).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 		return lastErr == nil, nil
 	})

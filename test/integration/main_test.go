@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/handroll/handroll/pkg/generated/clientset/versioned"
+	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/controlplane"
 )
 
@@ -25,7 +26,7 @@ const requestTimeout = 30 * time.Second
 
 func testContext(t *testing.T) context.Context {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), requestTimeout)
+	ctx, cancel := budget.Context(t, t.Context(), requestTimeout, t.Name()+"'s calls to the API server")
 	t.Cleanup(cancel)
 	return ctx
 }

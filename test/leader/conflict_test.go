@@ -11,6 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/handroll/handroll/test/budget"
 )
 
 // TestOfTwoLeaseUpdatesAtOneResourceVersionOnlyOneWins is the rule that
@@ -28,7 +30,7 @@ func TestOfTwoLeaseUpdatesAtOneResourceVersionOnlyOneWins(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
 	const lease = "compare-and-swap"
-	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	ctx, cancel := budget.Context(t, context.Background(), waitLimit, "ten rounds of two Lease updates at one resourceVersion")
 	defer cancel()
 	client := leaseClient(t).CoordinationV1()
 	lock := func(id string) *resourcelock.LeaseLock {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/handroll/handroll/pkg/leader"
 	"github.com/handroll/handroll/pkg/server"
+	"github.com/handroll/handroll/test/budget"
 )
 
 // firstLeader waits until one of a and b leads and returns it first.
@@ -27,8 +28,8 @@ func firstLeader(t *testing.T, a, b *candidate) (leading, standby *candidate) {
 		leading, standby = a, b
 	case <-b.Elected():
 		leading, standby = b, a
-	case <-time.After(waitLimit):
-		t.Fatalf("no leader within %s", waitLimit)
+	case <-time.After(budget.Scale(waitLimit)):
+		t.Fatalf("no leader within %s", budget.Scale(waitLimit))
 	}
 	waitClosed(t, leading.work.started, "the leader's work started")
 	return leading, standby
@@ -218,7 +219,7 @@ func TestCallbackReturningReleasesTheLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	ctx, cancel := budget.Context(t, context.Background(), waitLimit, "Run to return once its callback has")
 	defer cancel()
 	if err := e.Run(ctx, func(context.Context) error { return nil }); !errors.Is(err, leader.ErrCallbackReturned) {
 		t.Fatalf("Run = %v, want ErrCallbackReturned", err)

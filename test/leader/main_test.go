@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/handroll/handroll/pkg/leader"
+	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/controlplane"
 )
 
@@ -104,7 +105,7 @@ func startCandidate(t *testing.T, cfg *rest.Config, opts leader.Options, w *work
 		cancel()
 		select {
 		case <-c.done:
-		case <-time.After(waitLimit):
+		case <-time.After(budget.Scale(waitLimit)):
 			t.Errorf("Run of %s did not return after its context was cancelled", e.Identity())
 		}
 	})
@@ -117,8 +118,8 @@ func (c *candidate) wait(t *testing.T) error {
 	select {
 	case <-c.done:
 		return c.err
-	case <-time.After(waitLimit):
-		t.Fatalf("Run of %s did not return within %s", c.Identity(), waitLimit)
+	case <-time.After(budget.Scale(waitLimit)):
+		t.Fatalf("Run of %s did not return within %s", c.Identity(), budget.Scale(waitLimit))
 		return nil
 	}
 }
@@ -136,8 +137,8 @@ func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
 	t.Helper()
 	select {
 	case <-ch:
-	case <-time.After(waitLimit):
-		t.Fatalf("%s: not within %s", what, waitLimit)
+	case <-time.After(budget.Scale(waitLimit)):
+		t.Fatalf("%s: not within %s", what, budget.Scale(waitLimit))
 	}
 }
 
@@ -152,7 +153,7 @@ func leaseClient(t *testing.T) kubernetes.Interface {
 
 func getLease(t *testing.T, namespace, name string) *coordinationv1.Lease {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := budget.Context(t, context.Background(), 10*time.Second, "Lease "+namespace+"/"+name)
 	defer cancel()
 	l, err := leaseClient(t).CoordinationV1().Leases(namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
+	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/operator"
 )
 
@@ -32,7 +33,7 @@ func run(t *testing.T, reconciled func(line, ns string) bool, args ...string) (o
 		"--namespaces=" + ns,
 		"-v=5", // for the reconcile's own line
 	}, args...)...)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := budget.Context(t, context.Background(), time.Minute, "the WebApp's reconcile and its log lines")
 	defer cancel()
 	w := &handrollv1.WebApp{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},

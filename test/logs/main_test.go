@@ -9,8 +9,12 @@ import (
 	"testing"
 
 	"github.com/handroll/handroll/test/controlplane"
+	"github.com/handroll/handroll/test/operator"
 )
 
 var env *controlplane.ControlPlane
 
-func TestMain(m *testing.M) { os.Exit(controlplane.RunTests(m, controlplane.Options{}, &env)) }
+func TestMain(m *testing.M) {
+	operator.BuildBeforeTests()
+	os.Exit(controlplane.RunTests(m, controlplane.Options{}, &env))
+}

@@ -2,7 +2,6 @@ package manifests
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"maps"
 	"os/exec"
@@ -19,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/controlplane"
 )
 
@@ -118,7 +118,7 @@ func TestNetworkPolicyComponent(t *testing.T) {
 
 	// A real API server takes them as they are, in the overlay's namespace.
 	cp := startAPIServer(t)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	ctx, cancel := budget.Context(t, t.Context(), time.Minute, "the API server to take the NetworkPolicies")
 	defer cancel()
 	kube := cp.KubeClient(t)
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: elsewhere}}, metav1.CreateOptions{}); err != nil {
@@ -175,13 +175,12 @@ func findKind(objs built, kind string) (string, bool) {
 	return keys[0], true
 }
 
-// startAPIServer starts etcd and kube-apiserver for t alone and stops them
-// when t ends; the rest of this package needs none.
+// startAPIServer starts etcd and kube-apiserver for t alone, with a budget
+// of their own, and stops them when t ends; the rest of this package needs
+// none.
 func startAPIServer(t *testing.T) *controlplane.ControlPlane {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-	defer cancel()
-	cp, err := controlplane.Start(ctx, controlplane.Options{})
+	cp, err := controlplane.StartWithBudget(controlplane.Options{})
 	if err != nil {
 		t.Fatalf("starting the API server: %v", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
+	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/operator"
 )
 
@@ -110,10 +111,12 @@ func label(m *dto.Metric, name string) string {
 	return ""
 }
 
+// poll fails t when cond is not met within timeout, scaled by budget.Scale.
 func poll(t *testing.T, what string, timeout time.Duration, cond func(context.Context) (bool, error)) {
 	t.Helper()
+	timeout = budget.Scale(timeout)
 	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, cond); err != nil {
-		t.Fatalf("%s: %v", what, err)
+		t.Fatalf("%s: not within %s: %v", what, timeout, err)
 	}
 }
 

@@ -6,6 +6,7 @@ package operator
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -25,34 +26,49 @@ import (
 	"github.com/prometheus/common/model"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/controlplane"
 )
 
 var (
 	buildOnce sync.Once
-	binary    string
+	own       string
 	buildErr  error
 )
+
+// BuiltVar names a handroll binary built from this tree before the tests,
+// as make test does, so that no package builds its own.
+const BuiltVar = "HANDROLL_TEST_BINARY"
 
 // Replaced reports whether HANDROLL_OPERATOR_BINARY names another build
 // of the operator (see Binary): a scenario then checks behaviour, not
 // handroll's own wording.
 func Replaced() bool { return os.Getenv("HANDROLL_OPERATOR_BINARY") != "" }
 
-// Binary builds cmd/handroll once per test binary and returns its path.
-//
-// When the environment variable HANDROLL_OPERATOR_BINARY is set, Binary
-// returns that executable instead of building, so that the same scenarios
-// run against another build of the operator, such as the controller-runtime
-// twin (hack/compare/test-twin.sh). Give an absolute path: go test runs each
-// package in its own directory.
-func Binary(t testing.TB) string {
-	t.Helper()
+// BuildBeforeTests builds cmd/handroll, unless HANDROLL_TEST_BINARY names
+// it built already, and exits the test binary if it cannot. Call it first
+// in TestMain: a build, cold or on a busy machine, takes minutes that no
+// test's budget should pay. Under -short, or with HANDROLL_OPERATOR_BINARY
+// set, it does nothing.
+func BuildBeforeTests() {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	if testing.Short() || Replaced() {
+		return
+	}
+	if build(); buildErr != nil {
+		fmt.Fprintln(os.Stderr, buildErr)
+		os.Exit(1)
+	}
+}
+
+func build() {
 	buildOnce.Do(func() {
-		if path := os.Getenv("HANDROLL_OPERATOR_BINARY"); path != "" {
-			binary = path
+		if path := os.Getenv(BuiltVar); path != "" {
+			own = path
 			if _, err := os.Stat(path); err != nil {
-				buildErr = fmt.Errorf("HANDROLL_OPERATOR_BINARY: %w", err)
+				buildErr = fmt.Errorf("%s: %w", BuiltVar, err)
 			}
 			return
 		}
@@ -66,17 +82,44 @@ func Binary(t testing.TB) string {
 			buildErr = err
 			return
 		}
-		binary = filepath.Join(dir, "handroll")
-		cmd := exec.Command("go", "build", "-o", binary, "./cmd/handroll")
+		own = filepath.Join(dir, "handroll")
+		cmd := exec.Command("go", "build", "-o", own, "./cmd/handroll")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build ./cmd/handroll: %w\n%s", err, out)
 		}
 	})
+}
+
+// Handroll returns the path of handroll built from this tree (see
+// BuildBeforeTests), for what only handroll has, such as its uninstall
+// command.
+func Handroll(t testing.TB) string {
+	t.Helper()
+	build()
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
-	return binary
+	return own
+}
+
+// Binary returns the operator the tests run: handroll built from this
+// tree (see Handroll).
+//
+// When the environment variable HANDROLL_OPERATOR_BINARY is set, Binary
+// returns that executable instead, so that the same scenarios run against
+// another build of the operator, such as the controller-runtime twin
+// (hack/compare/test-twin.sh). Give an absolute path: go test runs each
+// package in its own directory.
+func Binary(t testing.TB) string {
+	t.Helper()
+	if path := os.Getenv("HANDROLL_OPERATOR_BINARY"); path != "" {
+		if _, err := os.Stat(path); err != nil {
+			t.Fatalf("HANDROLL_OPERATOR_BINARY: %v", err)
+		}
+		return path
+	}
+	return Handroll(t)
 }
 
 // Operator is a running handroll process.
@@ -185,7 +228,7 @@ func launch(t testing.TB, command func(*Operator) *exec.Cmd) *Operator {
 			_ = o.cmd.Process.Signal(syscall.SIGTERM)
 			select {
 			case <-o.exited:
-			case <-time.After(15 * time.Second):
+			case <-time.After(budget.Scale(15 * time.Second)):
 				_ = o.cmd.Process.Kill()
 				<-o.exited
 			}
@@ -219,9 +262,10 @@ func (o *Operator) Probe(t testing.TB, path string) (int, string) {
 }
 
 // WaitReady waits until /readyz passes, failing t if the process exits or
-// the timeout passes first.
+// the timeout (scaled by budget.Scale) passes first.
 func (o *Operator) WaitReady(t testing.TB, timeout time.Duration) {
 	t.Helper()
+	timeout = budget.Scale(timeout)
 	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 		select {
 		case <-o.exited:
@@ -236,17 +280,18 @@ func (o *Operator) WaitReady(t testing.TB, timeout time.Duration) {
 		return resp.StatusCode == http.StatusOK, nil
 	})
 	if err != nil {
-		t.Fatalf("handroll not ready: %v\n%s", err, o.Log())
+		t.Fatalf("handroll not ready within %s: %v\n%s", timeout, err, o.Log())
 	}
 }
 
 // Log returns what the process printed so far.
 func (o *Operator) Log() string { return o.log.String() }
 
-// Stop sends sig and waits up to within for the process to exit; it returns
-// the exit error (nil for exit code 0).
+// Stop sends sig and waits up to within (scaled by budget.Scale) for the
+// process to exit; it returns the exit error (nil for exit code 0).
 func (o *Operator) Stop(t testing.TB, sig syscall.Signal, within time.Duration) error {
 	t.Helper()
+	within = budget.Scale(within)
 	_ = o.cmd.Process.Signal(sig)
 	select {
 	case <-o.exited:

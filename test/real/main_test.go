@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/handroll/handroll/pkg/generated/clientset/versioned"
+	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/controlplane"
 )
 
@@ -98,9 +99,11 @@ func restricted() *corev1.SecurityContext {
 	}
 }
 
-// eventually polls cond every 200 ms until it holds or timeout passes.
+// eventually polls cond every 200 ms until it holds or timeout (scaled by
+// budget.Scale) passes.
 func eventually(t *testing.T, what string, timeout time.Duration, cond func(ctx context.Context) (bool, error)) {
 	t.Helper()
+	timeout = budget.Scale(timeout)
 	var last error
 	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		ok, err := cond(ctx)

@@ -24,6 +24,7 @@ import (
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	"github.com/handroll/handroll/pkg/controller/webapp"
+	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/controlplane"
 )
 
@@ -262,6 +263,9 @@ func checkInstalledIn(t *testing.T, ns string) {
 // deployed in, as a developer does against a shared cluster, while a
 // writer creates and changes WebApps before, during and after it.
 func checkLocalRunBeside(t *testing.T, ns string) {
+	// make run builds bin/handroll first; built here, the build is not
+	// part of the wait for the local run's caches below.
+	makeTarget(t, "build")
 	ctx := context.Background()
 	before, err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "handroll", metav1.GetOptions{})
 	if err != nil {
@@ -307,8 +311,8 @@ func checkLocalRunBeside(t *testing.T, ns string) {
 		if err != nil {
 			t.Logf("the local run exited after Ctrl-C: %v", err)
 		}
-	case <-time.After(time.Minute):
-		t.Fatalf("the local run did not stop within a minute of Ctrl-C:\n%s", lastLines(log.String(), 40))
+	case <-time.After(budget.Scale(time.Minute)):
+		t.Fatalf("the local run did not stop within %s of Ctrl-C:\n%s", budget.Scale(time.Minute), lastLines(log.String(), 40))
 	}
 	time.Sleep(3 * time.Second)
 	checkWebhooks(t)

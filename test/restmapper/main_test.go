@@ -15,11 +15,11 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 
 	handrollmapper "github.com/handroll/handroll/pkg/restmapper"
+	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/controlplane"
 )
 
@@ -38,7 +38,7 @@ func testContext(t testing.TB) context.Context {
 	if env == nil {
 		t.Skip("needs the local control plane; not started under -short")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := budget.Context(t, context.Background(), timeout, t.Name()+"'s calls to the API server")
 	t.Cleanup(cancel)
 	return ctx
 }
@@ -182,7 +182,7 @@ func installCRD(ctx context.Context, t testing.TB, c *apiextensionsv1.CustomReso
 		t.Fatalf("creating CRD %s: %v", c.Name, err)
 	}
 	t.Cleanup(func() { deleteCRD(context.Background(), t, c.Name) })
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := budget.Poll(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		got, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, c.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -208,7 +208,7 @@ func deleteCRD(ctx context.Context, t testing.TB, name string) {
 		t.Errorf("deleting CRD %s: %v", name, err)
 		return
 	}
-	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err = budget.Poll(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		_, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
@@ -222,7 +222,7 @@ func deleteCRD(ctx context.Context, t testing.TB, name string) {
 func eventually(ctx context.Context, t testing.TB, what string, check func() error) {
 	t.Helper()
 	var last error
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+	err := budget.Poll(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		last = check()
 		return last == nil, nil
 	})

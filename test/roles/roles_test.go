@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
 
+	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/controlplane"
 )
 
@@ -148,7 +149,7 @@ func applyUserRoles(t *testing.T, kubectl string) {
 func waitAggregated(t *testing.T) {
 	t.Helper()
 	rbac := env.KubeClient(t).RbacV1()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	ctx, cancel := budget.Context(t, t.Context(), time.Minute, "kube-controller-manager to aggregate the roles")
 	defer cancel()
 	for role, into := range aggregatedInto {
 		src, err := rbac.ClusterRoles().Get(ctx, role, metav1.GetOptions{})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/handroll/handroll/pkg/leader"
 	"github.com/handroll/handroll/pkg/shard"
+	"github.com/handroll/handroll/test/budget"
 )
 
 // record is one stretch of a range's work on one replica.
@@ -130,7 +131,7 @@ func TestCoordinatorsSplitAndHandOverRanges(t *testing.T) {
 			cancel()
 			select {
 			case <-r.done:
-			case <-time.After(30 * time.Second):
+			case <-time.After(budget.Scale(30 * time.Second)):
 				t.Errorf("%s: Run did not return after its context ended", id)
 			}
 		})
@@ -139,7 +140,7 @@ func TestCoordinatorsSplitAndHandOverRanges(t *testing.T) {
 	balanced := func(what string, replicas ...string) {
 		t.Helper()
 		limit := (n + len(replicas) - 1) / len(replicas)
-		deadline := time.Now().Add(60 * time.Second)
+		deadline := time.Now().Add(budget.Scale(60 * time.Second))
 		for {
 			hs := l.holders(n)
 			count := map[string]int{}
@@ -215,7 +216,7 @@ func TestStoppingReplicaHandsOverEachRangeOnceDrained(t *testing.T) {
 	}
 	waitFor := func(what string, timeout time.Duration, ok func([]string) bool) []string {
 		t.Helper()
-		deadline := time.Now().Add(timeout)
+		deadline := time.Now().Add(budget.Scale(timeout))
 		for {
 			hs := l.holders(n)
 			if ok(hs) {
@@ -330,10 +331,10 @@ func TestCoordinatorsWithAnotherSplitHoldNothing(t *testing.T) {
 	}
 	waitFor := func(what string, ok func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
+		deadline := time.Now().Add(budget.Scale(30 * time.Second))
 		for !ok() {
 			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within 30 s", what)
+				t.Fatalf("%s: not within %s", what, budget.Scale(30*time.Second))
 			}
 			time.Sleep(100 * time.Millisecond)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/handroll/handroll/pkg/leader"
 	"github.com/handroll/handroll/pkg/shard"
+	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/operator"
 )
 
@@ -62,7 +63,7 @@ func TestShardedReplicaExitsNonZeroOnALostRangeLease(t *testing.T) {
 
 	select {
 	case <-o.Exited():
-	case <-time.After(60 * time.Second):
+	case <-time.After(budget.Scale(60 * time.Second)):
 		t.Fatalf("the replica still runs %s after its range Lease was taken\n%s", time.Since(taken).Round(time.Second), o.Log())
 	}
 	// Signal 0 sends nothing: Stop only returns how the process exited.

@@ -17,6 +17,7 @@ import (
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	"github.com/handroll/handroll/pkg/controller/webapp"
 	"github.com/handroll/handroll/pkg/shard"
+	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/controlplane"
 	"github.com/handroll/handroll/test/operator"
 )
@@ -35,13 +36,9 @@ func TestRangesKeepToThemselvesWhenTheServerStopsFiltering(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	cp := controlplane.StartForTest(t, controlplane.Options{APIServerArgs: []string{gate}, CRDDirs: []string{filepath.Join(root, "manifests", "crd")}})
+	ctx, cancel := budget.Context(t, context.Background(), 8*time.Minute, "the ranges to keep to themselves")
 	defer cancel()
-	cp, err := controlplane.Start(ctx, controlplane.Options{APIServerArgs: []string{gate}, CRDDirs: []string{filepath.Join(root, "manifests", "crd")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cp.Stop() })
 	kube, apps := cp.KubeClient(t), cp.HandrollClient(t)
 	opNS := cp.Namespace(t)
 	var namespaces []string

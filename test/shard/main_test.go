@@ -6,14 +6,13 @@
 package shard
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/handroll/handroll/test/controlplane"
+	"github.com/handroll/handroll/test/operator"
 )
 
 var env *controlplane.ControlPlane
@@ -22,6 +21,7 @@ var env *controlplane.ControlPlane
 const gate = "--feature-gates=ShardedListAndWatch=true"
 
 func TestMain(m *testing.M) {
+	operator.BuildBeforeTests()
 	code := controlplane.RunTests(m, controlplane.Options{APIServerArgs: []string{gate}}, &env)
 	if plain != nil {
 		if err := plain.Stop(); err != nil && code == 0 {
@@ -50,9 +50,7 @@ func plainControlPlane(t *testing.T) *controlplane.ControlPlane {
 			plainErr = err
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		plain, plainErr = controlplane.Start(ctx, controlplane.Options{CRDDirs: []string{filepath.Join(root, "manifests", "crd")}})
+		plain, plainErr = controlplane.StartWithBudget(controlplane.Options{CRDDirs: []string{filepath.Join(root, "manifests", "crd")}})
 	})
 	if plainErr != nil {
 		t.Fatal(plainErr)

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/handroll/handroll/pkg/shard"
+	"github.com/handroll/handroll/test/budget"
 )
 
 // TestMembersJoinLeaveAndExpire: two replicas announce themselves and each
@@ -45,7 +46,7 @@ func TestMembersJoinLeaveAndExpire(t *testing.T) {
 
 	waitLive := func(what string, want ...string) time.Time {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
+		deadline := time.Now().Add(budget.Scale(30 * time.Second))
 		for {
 			live, err := a.Live(context.Background())
 			if err != nil {

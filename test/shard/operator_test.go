@@ -20,6 +20,7 @@ import (
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	"github.com/handroll/handroll/pkg/controller/webapp"
 	"github.com/handroll/handroll/pkg/shard"
+	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/controlplane"
 	"github.com/handroll/handroll/test/operator"
 )
@@ -225,10 +226,10 @@ func TestSingleLeaderAndShardsNeverRunTogether(t *testing.T) {
 	}
 	waitFor := func(what string, ok func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
+		deadline := time.Now().Add(budget.Scale(60 * time.Second))
 		for !ok() {
 			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within a minute", what)
+				t.Fatalf("%s: not within %s", what, budget.Scale(time.Minute))
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
@@ -298,7 +299,7 @@ func appsHaveReplicas(ctx context.Context, kube kubernetes.Interface, namespaces
 // with what, ok's last state and detail().
 func waitUntil(t *testing.T, timeout time.Duration, what string, ok func() (bool, string), detail func() string) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	deadline := time.Now().Add(budget.Scale(timeout))
 	for {
 		done, state := ok()
 		if done {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/handroll/handroll/pkg/shard"
+	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/controlplane"
 )
 
@@ -143,7 +144,7 @@ func TestSelectorsSelectTheRangesWebAppsAndChildren(t *testing.T) {
 			}
 		}
 		seen := map[string]bool{}
-		deadline := time.After(20 * time.Second)
+		deadline := time.After(budget.Scale(20 * time.Second))
 		for len(seen) < len(want[0]) {
 			select {
 			case ev := <-w.ResultChan():

@@ -18,10 +18,11 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"github.com/handroll/handroll/test/budget"
 )
 
 // manifests are the objects of one tree's manifests/crd and
@@ -160,7 +161,7 @@ func (m manifests) applyCRDs(ctx context.Context, t *testing.T, ext apiextension
 		if err != nil {
 			t.Fatalf("CustomResourceDefinition %s: %v", o.Name, err)
 		}
-		err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		err = budget.Poll(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 			got, err := c.Get(ctx, o.Name, metav1.GetOptions{})
 			if err != nil {
 				return false, err

@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -19,6 +18,7 @@ import (
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	"github.com/handroll/handroll/pkg/controller/webapp"
 	"github.com/handroll/handroll/pkg/generated/clientset/versioned"
+	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/controlplane"
 	"github.com/handroll/handroll/test/operator"
 	"github.com/handroll/handroll/test/release"
@@ -59,7 +59,7 @@ func (r *replica) waitReconciled(ctx context.Context, t *testing.T, keys []strin
 	t.Helper()
 	var first time.Time
 	var missing []string
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+	err := budget.Poll(ctx, 200*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
 		entries, err := operator.ReadJournal(r.journal)
 		if err != nil {
 			return false, nil //nolint:nilerr // not written yet
@@ -139,7 +139,7 @@ func buildReleases(t *testing.T, from *release.Release) (previousBin, currentBin
 func waitConverged(ctx context.Context, t *testing.T, hc versioned.Interface, kube kubernetes.Interface, ns string, names []string) {
 	t.Helper()
 	var why string
-	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := budget.Poll(ctx, 250*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		for _, name := range names {
 			w, err := hc.HandrollV1().WebApps(ns).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
@@ -210,7 +210,7 @@ func waitQuiet(ctx context.Context, t *testing.T, dyn dynamic.Interface, ns stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = wait.PollUntilContextTimeout(ctx, 3*time.Second, time.Minute, false, func(context.Context) (bool, error) {
+	err = budget.Poll(ctx, 3*time.Second, time.Minute, false, func(context.Context) (bool, error) {
 		now, err := versions()
 		if err != nil {
 			return false, err

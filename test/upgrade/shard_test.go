@@ -14,12 +14,12 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	"github.com/handroll/handroll/pkg/shard"
+	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/controlplane"
 	"github.com/handroll/handroll/test/operator"
 	"github.com/handroll/handroll/test/release"
@@ -45,13 +45,14 @@ func TestShardedUpgradeRollsNoPods(t *testing.T) {
 }
 
 func shardedUpgradeRollsNoPods(t *testing.T, from *release.Release) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
 	root, err := controlplane.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
 	oldBin, newBin := buildReleases(t, from)
+	// The builds are not the upgrade's work: its budget starts after them.
+	ctx, cancel := budget.Context(t, context.Background(), 10*time.Minute, "the sharded upgrade from "+from.Ref)
+	defer cancel()
 
 	kube, hc := env.KubeClient(t), env.HandrollClient(t)
 	dyn := dynamic.NewForConfigOrDie(env.Config)
@@ -112,7 +113,7 @@ func shardedUpgradeRollsNoPods(t *testing.T, from *release.Release) {
 
 	// Every child labelled with its owner's bucket by the new replicas.
 	var why string
-	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err = budget.Poll(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		why = ""
 		for _, ns := range namespaces {
 			for _, name := range names[ns] {

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/controlplane"
 	"github.com/handroll/handroll/test/release"
 )
@@ -63,14 +64,15 @@ func TestUpgradeRollsNoPods(t *testing.T) {
 // node port its measured WebApps ask for, one no earlier upgrade holds.
 func upgradeRollsNoPods(t *testing.T, from *release.Release, fixedNodePort int32) {
 	began := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
 	root, err := controlplane.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
 	oldBin, newBin := buildReleases(t, from)
 	built := time.Since(began)
+	// The builds are not the upgrade's work: its budget starts after them.
+	ctx, cancel := budget.Context(t, context.Background(), 10*time.Minute, "the upgrade from "+from.Ref)
+	defer cancel()
 	// Whether this release may change existing WebApps' children.
 	why, err := rollsPods(root)
 	if err != nil {

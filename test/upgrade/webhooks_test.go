@@ -11,6 +11,7 @@ import (
 
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 
+	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/controlplane"
 	"github.com/handroll/handroll/test/release"
 )
@@ -32,14 +33,15 @@ func TestRestartRefusesNoWrite(t *testing.T) {
 	if env == nil {
 		t.Skip("needs the local control plane; not started under -short")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
 	root, err := controlplane.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(t.TempDir(), "handroll-current")
 	release.Build(t, root, bin)
+	// The build is not the test's work: its budget starts after it.
+	ctx, cancel := budget.Context(t, context.Background(), 10*time.Minute, "the restarts to refuse no write")
+	defer cancel()
 
 	kube, hc := env.KubeClient(t), env.HandrollClient(t)
 	ext := apiextensionsclient.NewForConfigOrDie(env.Config)

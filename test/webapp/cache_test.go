@@ -15,6 +15,7 @@ import (
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	handrollcache "github.com/handroll/handroll/pkg/cache"
 	"github.com/handroll/handroll/pkg/generated/clientset/versioned"
+	"github.com/handroll/handroll/test/budget"
 )
 
 // TestCacheSyncErrorNamesTheInformer: a user without RBAC to list cannot
@@ -45,7 +46,7 @@ func TestCacheSyncErrorNamesTheInformer(t *testing.T) {
 	defer func() { close(stop); c.Shutdown() }()
 	c.Start(stop)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := budget.Context(t, context.Background(), 5*time.Second, "the caches to fail their sync")
 	defer cancel()
 	err = c.WaitForSync(ctx)
 	if err == nil {

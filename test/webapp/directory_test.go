@@ -32,6 +32,7 @@ import (
 	handrollac "github.com/handroll/handroll/pkg/generated/applyconfiguration/handroll/v1"
 	handrollinformers "github.com/handroll/handroll/pkg/generated/informers/externalversions"
 	handrolllisters "github.com/handroll/handroll/pkg/generated/listers/handroll/v1"
+	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/operator"
 )
 
@@ -67,7 +68,7 @@ func directoryBecomes(t *testing.T, opNS string, want map[string]string) {
 		}
 		return maps.Equal(got, want) || (len(got) == 0 && len(want) == 0), nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := budget.Context(t, context.Background(), 30*time.Second, "the directory to list exactly the WebApps")
 	defer cancel()
 	for {
 		if ok, err := exact(ctx); err == nil && ok {

@@ -11,11 +11,15 @@ import (
 
 	"github.com/handroll/handroll/pkg/generated/clientset/versioned"
 	"github.com/handroll/handroll/test/controlplane"
+	"github.com/handroll/handroll/test/operator"
 )
 
 var env *controlplane.ControlPlane
 
-func TestMain(m *testing.M) { os.Exit(controlplane.RunTests(m, controlplane.Options{}, &env)) }
+func TestMain(m *testing.M) {
+	operator.BuildBeforeTests()
+	os.Exit(controlplane.RunTests(m, controlplane.Options{}, &env))
+}
 
 func handrollClient(t *testing.T) versioned.Interface { return env.HandrollClient(t) }
 

@@ -20,6 +20,7 @@ import (
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	"github.com/handroll/handroll/pkg/controller/webapp"
+	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/operator"
 )
 
@@ -39,14 +40,14 @@ func startOperator(t *testing.T, args ...string) (*operator.Operator, string) {
 	}, args...)...), opNS
 }
 
-// eventually polls cond every 100ms for up to 30s and fails t with what
-// describe says when it never holds.
+// eventually polls cond every 100ms for up to 30s (scaled) and fails t
+// with what describe says when it never holds.
 func eventually(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := budget.Context(t, context.Background(), 30*time.Second, what)
 	defer cancel()
 	if err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, cond); err != nil {
-		t.Fatalf("%s: %v", what, err)
+		t.Fatalf("%s: %v", what, budget.Err(ctx, err))
 	}
 }
 

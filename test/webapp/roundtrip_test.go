@@ -17,6 +17,7 @@ import (
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	"github.com/handroll/handroll/pkg/controller/webapp"
+	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/operator"
 )
 
@@ -235,7 +236,7 @@ func TestReferencedBinaryDataRollsThePods(t *testing.T) {
 	}
 	// The operator reconciles the WebApp as soon as its informer sees the
 	// change; allow it ample time, then require the new hash.
-	ctx2, cancel := context.WithTimeout(ctx, 15*time.Second)
+	ctx2, cancel := budget.Context(t, ctx, 15*time.Second, "the config hash to change with the binary data")
 	defer cancel()
 	for ctx2.Err() == nil && hash() == before {
 		time.Sleep(200 * time.Millisecond)
@@ -273,7 +274,7 @@ func TestReferenceToAConfigMapOfOursRollsThePods(t *testing.T) {
 
 	updateWebApp(t, ns, "source", func(w *handrollv1.WebApp) { w.Spec.Config = map[string]string{"level": "debug"} })
 	want := webapp.ConfigHash(nil, &corev1.ConfigMap{Data: map[string]string{"level": "debug"}})
-	ctx2, cancel := context.WithTimeout(ctx, 15*time.Second)
+	ctx2, cancel := budget.Context(t, ctx, 15*time.Second, "the reader's config hash to follow the named ConfigMap")
 	defer cancel()
 	for ctx2.Err() == nil && hash() != want {
 		time.Sleep(200 * time.Millisecond)

@@ -19,6 +19,7 @@ import (
 	handrollv1alpha1 "github.com/handroll/handroll/pkg/apis/handroll/v1alpha1"
 	"github.com/handroll/handroll/pkg/certs"
 	"github.com/handroll/handroll/pkg/leader"
+	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/operator"
 )
 
@@ -300,7 +301,7 @@ func TestWebhookURLIsPutBackWhenTheLeaseIsLost(t *testing.T) {
 	})
 	select {
 	case <-op.Exited():
-	case <-time.After(30 * time.Second):
+	case <-time.After(budget.Scale(30 * time.Second)):
 		t.Fatalf("the operator still runs 30 s after its Lease was taken\n%s", op.Log())
 	}
 	if !strings.Contains(op.Log(), "lost") {

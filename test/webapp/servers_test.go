@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
+	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/operator"
 )
 
@@ -145,7 +146,7 @@ func TestBadLeaderFlagsFailFast(t *testing.T) {
 	go func() { out, err = cmd.CombinedOutput(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(30 * time.Second):
+	case <-time.After(budget.Scale(30 * time.Second)):
 		_ = cmd.Process.Kill()
 		t.Fatal("handroll did not exit on inconsistent leader-election flags")
 	}

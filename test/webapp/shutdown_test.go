@@ -22,6 +22,7 @@ import (
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	"github.com/handroll/handroll/pkg/server"
+	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/operator"
 )
 
@@ -149,7 +150,7 @@ func (h *holdingWebhook) waitHeld(t *testing.T) {
 	t.Helper()
 	select {
 	case <-h.held:
-	case <-time.After(30 * time.Second):
+	case <-time.After(budget.Scale(30 * time.Second)):
 		t.Fatal("no Deployment write reached the holding webhook")
 	}
 }
@@ -233,8 +234,8 @@ func TestLeaderLosingTheAPIServerWhileDrainingExits(t *testing.T) {
 
 	select {
 	case <-op.Exited():
-	case <-time.After(30 * time.Second):
-		t.Fatalf("the leader did not exit within 30 s of losing its API server while draining:\n%s", op.Log())
+	case <-time.After(budget.Scale(30 * time.Second)):
+		t.Fatalf("the leader did not exit within %s of losing its API server while draining:\n%s", budget.Scale(30*time.Second), op.Log())
 	}
 	stopProbing()
 	exited, _ := op.ExitedAt()

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/handroll/handroll/test/budget"
 )
 
 // build compiles this package into a temporary directory.
@@ -61,18 +63,18 @@ func TestReapsChildren(t *testing.T) {
 
 	// First the shell must have started both sleeps and become pause, then
 	// both sleeps must end and be reaped.
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(budget.Scale(5 * time.Second))
 	for {
 		exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
 		if children, _ := childrenOf(t, pid); exe == bin && children == 2 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the shell did not start two sleeps and exec pause within 5s")
+			t.Fatalf("the shell did not start two sleeps and exec pause within %s", budget.Scale(5*time.Second))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	deadline = time.Now().Add(5 * time.Second)
+	deadline = time.Now().Add(budget.Scale(5 * time.Second))
 	for {
 		children, zombies := childrenOf(t, pid)
 		if children == 0 {
