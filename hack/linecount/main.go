@@ -331,7 +331,9 @@ func goFiles(root string) ([]string, error) {
 	cmd := exec.Command("git", "ls-files", "-z", "--", "*.go")
 	cmd.Dir = root
 	if out, err := cmd.Output(); err == nil {
-		for _, f := range strings.Split(string(out), "\x00") {
+		// A file in a merge's conflict is listed once per stage: once is
+		// enough.
+		for _, f := range slices.Compact(strings.Split(string(out), "\x00")) {
 			// A tracked file deleted in the work tree is gone.
 			if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(f))); f != "" && err == nil {
 				files = append(files, f)

@@ -103,10 +103,20 @@ func StartForTest(t testing.TB, opts Options) *ControlPlane {
 	return cp
 }
 
+// Require skips t when no control plane runs (go test -short): a test
+// that needs one and asks for nothing else through it says so first.
+func (cp *ControlPlane) Require(t testing.TB) {
+	t.Helper()
+	if cp == nil {
+		t.Skip("needs the local control plane; not started under -short")
+	}
+}
+
 // KubeClient returns an admin clientset for the control plane, failing t
-// if it cannot be built.
+// if it cannot be built; it skips t when no control plane runs.
 func (cp *ControlPlane) KubeClient(t testing.TB) kubernetes.Interface {
 	t.Helper()
+	cp.Require(t)
 	c, err := kubernetes.NewForConfig(cp.Config)
 	if err != nil {
 		t.Fatalf("building a clientset: %v", err)
@@ -114,9 +124,11 @@ func (cp *ControlPlane) KubeClient(t testing.TB) kubernetes.Interface {
 	return c
 }
 
-// HandrollClient returns an admin handroll clientset for the control plane.
+// HandrollClient returns an admin handroll clientset for the control
+// plane; it skips t when no control plane runs.
 func (cp *ControlPlane) HandrollClient(t testing.TB) versioned.Interface {
 	t.Helper()
+	cp.Require(t)
 	c, err := versioned.NewForConfig(cp.Config)
 	if err != nil {
 		t.Fatalf("building the handroll clientset: %v", err)
@@ -128,9 +140,7 @@ func (cp *ControlPlane) HandrollClient(t testing.TB) versioned.Interface {
 // skips t when no control plane runs (go test -short).
 func (cp *ControlPlane) Namespace(t testing.TB) string {
 	t.Helper()
-	if cp == nil {
-		t.Skip("needs the local control plane; not started under -short")
-	}
+	cp.Require(t)
 	ctx, cancel := budget.Context(t, context.Background(), time.Minute, "a namespace for "+t.Name())
 	defer cancel()
 	ns, err := cp.CreateNamespace(ctx, t.Name())

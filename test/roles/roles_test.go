@@ -69,6 +69,7 @@ var aggregatedInto = map[string]string{
 // own, and asks kubectl auth can-i for every request of the access table,
 // as each user, in each namespace.
 func TestUserRoles(t *testing.T) {
+	env.Require(t)
 	kubectl := filepath.Join(env.BinDir, "kubectl")
 	applyUserRoles(t, kubectl)
 	waitAggregated(t)

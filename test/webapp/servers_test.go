@@ -137,6 +137,7 @@ func TestSecureMetrics(t *testing.T) {
 // TestBadLeaderFlagsFailFast: inconsistent durations stop the start with a
 // message that names the flag, before anything runs.
 func TestBadLeaderFlagsFailFast(t *testing.T) {
+	env.Require(t)
 	cmd := exec.Command(operator.Binary(t), "--kubeconfig="+env.Kubeconfig,
 		"--leader-elect-lease-duration=10s", "--leader-elect-renew-deadline=20s",
 		"--metrics-bind-address=0", "--health-probe-bind-address=0")
