@@ -1,8 +1,6 @@
 package main
 
 import (
-	"flag"
-	"fmt"
 	"os"
 	"testing"
 
@@ -17,21 +15,7 @@ var (
 
 // TestMain builds this program once, before any test and its deadlines,
 // then starts the control plane (manifests/crd installed) for the tests.
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	flag.Parse()
-	if !testing.Short() {
-		var cleanup func()
-		var err error
-		if bin, cleanup, err = minimal.Build("."); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer cleanup()
-	}
-	return controlplane.RunTests(m, controlplane.Options{}, &env)
-}
+func TestMain(m *testing.M) { os.Exit(minimal.RunTests(m, &env, &bin)) }
 
 // TestMinimalReconcilesAndStopsOnSIGTERM: handroll's minimal program
 // reconciles a WebApp and counts the Deployment it controls, holds the

@@ -10,6 +10,7 @@ package minimal
 import (
 	"bufio"
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -39,6 +40,23 @@ const LeaseName = "minimal-example"
 // because the scenario shows what happens, not how fast on a loaded
 // machine. It never covers a build or the control plane's start.
 const waitLimit = 60 * time.Second
+
+// RunTests is a minimal program's TestMain: it builds the program in the
+// current directory once, before any test and its deadlines (not under
+// -short), then runs the tests with a control plane in *env.
+func RunTests(m *testing.M, env **controlplane.ControlPlane, bin *string) int {
+	flag.Parse()
+	if !testing.Short() {
+		built, cleanup, err := Build(".")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer cleanup()
+		*bin = built
+	}
+	return controlplane.RunTests(m, controlplane.Options{}, env)
+}
 
 // Build builds the main package in dir into a new temporary directory and
 // returns the binary and a function that removes the directory. Call it
