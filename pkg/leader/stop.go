@@ -8,7 +8,7 @@ import "errors"
 //
 // It is the stop rule of the single leader (Run), of each range of
 // --shards (shard.Coordinator) and of the process (cmd/handroll's
-// stopper.stop):
+// stopper, whether a signal or the controllers' own end began the stop):
 //
 //   - a graceful stop cancels the work, waits for it to drain, releases
 //     the Lease, then flushes the events and stops the informers and the
