@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,11 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/spf13/pflag"
-	"k8s.io/client-go/rest"
 	certutil "k8s.io/client-go/util/cert"
 
-	"github.com/handroll/handroll/pkg/leader"
 	"github.com/handroll/handroll/pkg/server"
 )
 
@@ -41,26 +37,7 @@ func TestReadinessIsTheConjunctionOfItsCountedChecks(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	fs := pflag.NewFlagSet("handroll", pflag.ContinueOnError)
-	o := options{leader: leader.DefaultOptions()}
-	o.addFlags(fs)
-	o.leader.AddFlags(fs)
-	if err := fs.Parse([]string{"--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:0",
-		"--webhook-port=" + webhookPort, "--webhook-cert-dir=" + dir}); err != nil {
-		t.Fatal(err)
-	}
-	p := &process{o: o, cfg: &rest.Config{Host: "https://127.0.0.1:1"}}
-	if err := p.serve(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.srvs.stop() })
-	mux := http.NewServeMux()
-	p.health.Register(mux)
-	readyz := func() (int, string) {
-		rec := httptest.NewRecorder()
-		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz?verbose", nil))
-		return rec.Code, rec.Body.String()
-	}
+	p, readyz := servedProcess(t, "--webhook-port="+webhookPort, "--webhook-cert-dir="+dir)
 	passing := func(string) error { return nil }
 	set := func(name string, check func(string) error) {
 		p.health.SetReadinessCheck(server.Check{Name: name, Check: func(*http.Request) error { return check(name) }})

@@ -282,27 +282,34 @@ func TestSecureMetricsHaveTheirOwnBudget(t *testing.T) {
 // passed: a restart over 3,000 WebApps was measured ready after 90 ms.
 // Once the servers serve, /readyz fails on informer-sync until the caches
 // exist and have synced.
-func TestReadyzFailsUntilTheCachesExist(t *testing.T) {
+// servedProcess is a process through step 6, its servers serving, with
+// the flags args besides metrics off and health on a free port, and a
+// verbose /readyz asked of its health checks.
+func servedProcess(t *testing.T, args ...string) (p *process, readyz func() (int, string)) {
+	t.Helper()
 	fs := pflag.NewFlagSet("handroll", pflag.ContinueOnError)
 	o := options{leader: leader.DefaultOptions()}
 	o.addFlags(fs)
 	o.leader.AddFlags(fs)
-	if err := fs.Parse([]string{"--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:0", "--webhook-port=0"}); err != nil {
+	if err := fs.Parse(append([]string{"--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:0"}, args...)); err != nil {
 		t.Fatal(err)
 	}
-	p := &process{o: o, cfg: &rest.Config{Host: "https://127.0.0.1:1"}}
+	p = &process{o: o, cfg: &rest.Config{Host: "https://127.0.0.1:1"}}
 	if err := p.serve(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.srvs.stop() })
-
 	mux := http.NewServeMux()
 	p.health.Register(mux)
-	readyz := func() (int, string) {
+	return p, func() (int, string) {
 		rec := httptest.NewRecorder()
 		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz?verbose", nil))
 		return rec.Code, rec.Body.String()
 	}
+}
+
+func TestReadyzFailsUntilTheCachesExist(t *testing.T) {
+	p, readyz := servedProcess(t, "--webhook-port=0")
 	if code, body := readyz(); code != http.StatusInternalServerError || !strings.Contains(body, "[-]informer-sync failed") {
 		t.Fatalf("/readyz before any cache exists: %d\n%s", code, body)
 	}
