@@ -26,7 +26,9 @@ func TestMain(m *testing.M) {
 		fmt.Println("test/chaos: skipped; run with HANDROLL_CHAOS=1 (make test-chaos)")
 		os.Exit(0)
 	}
-	operator.BuildBeforeTests()
+	remove := operator.BuildBeforeTests()
 	// The sharded list and watch that --shards needs (TestShardedReplicas).
-	os.Exit(controlplane.RunTests(m, controlplane.Options{APIServerArgs: []string{"--feature-gates=ShardedListAndWatch=true"}}, &env))
+	code := controlplane.RunTests(m, controlplane.Options{APIServerArgs: []string{"--feature-gates=ShardedListAndWatch=true"}}, &env)
+	remove()
+	os.Exit(code)
 }

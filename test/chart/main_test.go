@@ -10,6 +10,8 @@ import (
 // The uninstall and conversion tests run handroll: it is built before the
 // tests, so that no test's budget pays for the build.
 func TestMain(m *testing.M) {
-	operator.BuildBeforeTests()
-	os.Exit(m.Run())
+	remove := operator.BuildBeforeTests()
+	code := m.Run()
+	remove()
+	os.Exit(code)
 }

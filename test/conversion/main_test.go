@@ -21,8 +21,10 @@ var env *controlplane.ControlPlane
 // API server apply the shardSelector, so that --shards caches each range's
 // WebApps apart from every WebApp's metadata, as on a cluster with the gate.
 func TestMain(m *testing.M) {
-	operator.BuildBeforeTests()
-	os.Exit(controlplane.RunTests(m, controlplane.Options{
+	remove := operator.BuildBeforeTests()
+	code := controlplane.RunTests(m, controlplane.Options{
 		APIServerArgs: []string{"--enable-aggregator-routing=true", "--feature-gates=ShardedListAndWatch=true"},
-	}, &env))
+	}, &env)
+	remove()
+	os.Exit(code)
 }

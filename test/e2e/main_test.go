@@ -15,6 +15,8 @@ import (
 var env *controlplane.ControlPlane
 
 func TestMain(m *testing.M) {
-	operator.BuildBeforeTests()
-	os.Exit(controlplane.RunTests(m, controlplane.Options{Nodes: 2}, &env))
+	remove := operator.BuildBeforeTests()
+	code := controlplane.RunTests(m, controlplane.Options{Nodes: 2}, &env)
+	remove()
+	os.Exit(code)
 }

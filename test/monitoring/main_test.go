@@ -11,6 +11,8 @@ import (
 var env *controlplane.ControlPlane
 
 func TestMain(m *testing.M) {
-	operator.BuildBeforeTests()
-	os.Exit(controlplane.RunTests(m, controlplane.Options{}, &env))
+	remove := operator.BuildBeforeTests()
+	code := controlplane.RunTests(m, controlplane.Options{}, &env)
+	remove()
+	os.Exit(code)
 }

@@ -33,6 +33,7 @@ import (
 var (
 	buildOnce sync.Once
 	own       string
+	ownDir    string // the temporary directory own was built in, if any
 	buildErr  error
 )
 
@@ -49,17 +50,23 @@ func Replaced() bool { return os.Getenv("HANDROLL_OPERATOR_BINARY") != "" }
 // it built already, and exits the test binary if it cannot. Call it first
 // in TestMain: a build, cold or on a busy machine, takes minutes that no
 // test's budget should pay. Under -short, or with HANDROLL_OPERATOR_BINARY
-// set, it does nothing.
-func BuildBeforeTests() {
+// set, it does nothing. Call the function it returns before the test
+// binary exits: it removes the build, which is some 50 MB.
+func BuildBeforeTests() (remove func()) {
 	if !flag.Parsed() {
 		flag.Parse()
 	}
 	if testing.Short() || Replaced() {
-		return
+		return func() {}
 	}
 	if build(); buildErr != nil {
 		fmt.Fprintln(os.Stderr, buildErr)
 		os.Exit(1)
+	}
+	return func() {
+		if ownDir != "" {
+			_ = os.RemoveAll(ownDir)
+		}
 	}
 }
 
@@ -82,11 +89,13 @@ func build() {
 			buildErr = err
 			return
 		}
-		own = filepath.Join(dir, "handroll")
+		own, ownDir = filepath.Join(dir, "handroll"), dir
 		cmd := exec.Command("go", "build", "-o", own, "./cmd/handroll")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build ./cmd/handroll: %w\n%s", err, out)
+			_ = os.RemoveAll(dir)
+			ownDir = ""
 		}
 	})
 }

@@ -21,13 +21,14 @@ var env *controlplane.ControlPlane
 const gate = "--feature-gates=ShardedListAndWatch=true"
 
 func TestMain(m *testing.M) {
-	operator.BuildBeforeTests()
+	remove := operator.BuildBeforeTests()
 	code := controlplane.RunTests(m, controlplane.Options{APIServerArgs: []string{gate}}, &env)
 	if plain != nil {
 		if err := plain.Stop(); err != nil && code == 0 {
 			code = 1
 		}
 	}
+	remove()
 	os.Exit(code)
 }
 

@@ -489,8 +489,7 @@ func (p precondition) on(m *metav1ac.ObjectMetaApplyConfiguration) *metav1ac.Obj
 // configuration: at once when that version was verified for the same
 // inputs, else by FirstDifference, whose "" is then remembered.
 func (r *Reconciler) upToDate(ctx context.Context, owner types.NamespacedName, in inputs, c child, live metav1.Object) (bool, error) {
-	rv := live.GetResourceVersion()
-	if r.verified.upToDate(owner, in, c.slot, rv) {
+	if r.verified.upToDate(owner, in, c.slot, live) {
 		return true, nil
 	}
 	diff, err := FirstDifference(c.desired(), live)
@@ -501,7 +500,7 @@ func (r *Reconciler) upToDate(ctx context.Context, owner types.NamespacedName, i
 		klog.FromContext(ctx).V(3).Info("Child differs from the desired state; applying", "kind", c.kind, "name", c.name, "field", diff)
 		return false, nil
 	}
-	r.verified.record(owner, in, c.slot, rv)
+	r.verified.record(owner, in, c.slot, live)
 	return true, nil
 }
 
