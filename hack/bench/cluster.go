@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -26,6 +27,7 @@ import (
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	"github.com/handroll/handroll/pkg/controller/webapp"
 	clientset "github.com/handroll/handroll/pkg/generated/clientset/versioned"
+	"github.com/handroll/handroll/test/controlplane"
 )
 
 // operatorNamespace holds the operators' own objects (the directory
@@ -48,6 +50,31 @@ type cluster struct {
 	// webAppEvents are the writes of each event regarding a WebApp seen so
 	// far, kept by UID because the TTL deletes them.
 	webAppEvents map[types.UID]float64
+	// cp is the control plane: its kube-apiserver and etcd are processes
+	// of this run, whose CPU time each converge reads.
+	cp *controlplane.ControlPlane
+}
+
+// serverCPU is the CPU time (utime + stime) kube-apiserver and etcd have
+// used since they started.
+func (c *cluster) serverCPU() (apiServer, etcd float64, err error) {
+	if apiServer, err = c.componentCPU("kube-apiserver"); err != nil {
+		return 0, 0, err
+	}
+	etcd, err = c.componentCPU("etcd")
+	return apiServer, etcd, err
+}
+
+func (c *cluster) componentCPU(name string) (float64, error) {
+	i := slices.IndexFunc(c.cp.Processes, func(p *controlplane.Process) bool { return p.Name == name })
+	if i < 0 {
+		return 0, fmt.Errorf("the control plane runs no %s", name)
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.cp.Processes[i].PID))
+	if err != nil {
+		return 0, fmt.Errorf("%s's CPU time: %w", name, err)
+	}
+	return parseCPUSeconds(string(stat))
 }
 
 // parallel is how many requests the bench keeps in flight.

@@ -165,22 +165,10 @@ func (b *bench) measureConverge(ctx context.Context, c contender, p *proc, t con
 		b.logf("%s: pprof at http://%s/debug/pprof/", label, t.pprofAddr)
 	}
 	b.logf("%s: ready after %s; creating %d WebApps", label, formatSeconds(s.ReadySeconds), t.n)
-	began := time.Now()
-	if err := b.cluster.createWebApps(ctx, t.namespaces, t.n); err != nil {
-		return nil, err
-	}
-	created := time.Now()
-	s.CreateSeconds = created.Sub(began).Seconds()
-	if !c.operator {
-		if err := p.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
-			return nil, err
-		}
-	}
-	r, err := b.wait(ctx, label, []*proc{p}, func(r runState) bool { return r.converged == r.want }, created)
+	created, err := b.createAndApply(ctx, c, p, t, s)
 	if err != nil {
 		return nil, err
 	}
-	s.ConvergeSeconds = r.convergedAt.Sub(created).Seconds()
 	if b.o.controllers && c.operator {
 		if err := b.waitReady(ctx, label, p, created, s); err != nil {
 			return nil, err
@@ -213,6 +201,46 @@ func (b *bench) measureConverge(ctx context.Context, c contender, p *proc, t con
 	}
 	b.logf("%s: applied in %s%s, %.0f requests (%.0f writes, %.0f of them events)", label, formatSeconds(s.ConvergeSeconds), readyNote, total(s.Requests), writes(s.Requests), s.EventWrites)
 	return after, nil
+}
+
+// createAndApply creates the WebApps and waits until p has applied them
+// all, recording into s the times and what the API server and etcd spent
+// in CPU meanwhile. created is when the last create returned.
+func (b *bench) createAndApply(ctx context.Context, c contender, p *proc, t convergeTarget, s *ConvergeSample) (created time.Time, err error) {
+	apiBefore, etcdBefore, err := b.cluster.serverCPU()
+	if err != nil {
+		return created, err
+	}
+	began := time.Now()
+	if err := b.cluster.createWebApps(ctx, t.namespaces, t.n); err != nil {
+		return created, err
+	}
+	created = time.Now()
+	s.CreateSeconds = created.Sub(began).Seconds()
+	if !c.operator {
+		if err := p.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+			return created, err
+		}
+	}
+	r, err := b.wait(ctx, t.label, []*proc{p}, func(r runState) bool { return r.converged == r.want }, created)
+	if err != nil {
+		return created, err
+	}
+	s.ConvergeSeconds = r.convergedAt.Sub(created).Seconds()
+	// Read at once, so that the span is the same for every contender: the
+	// operators' wait for Ready that follows is not in it.
+	apiAfter, etcdAfter, err := b.cluster.serverCPU()
+	if err != nil {
+		return created, err
+	}
+	s.APIServerCPUSeconds, s.EtcdCPUSeconds = cpuDelta(apiBefore, apiAfter), cpuDelta(etcdBefore, etcdAfter)
+	return created, nil
+}
+
+// cpuDelta is after − before, rounded to the clock tick both are read in.
+func cpuDelta(before, after float64) *float64 {
+	d := math.Round((after-before)*clockTicks) / clockTicks
+	return &d
 }
 
 // measureIdle leaves p idle for -idle and counts, into s, the writes and

@@ -94,7 +94,7 @@ func (r *Results) scalePanels(g Regime, sizes []int) ([2]scalePanel, []string) {
 		for _, col := range columns {
 			s := series{contender: col.contender}
 			for _, n := range sizes {
-				v := median(convergeValues(r, Cell{N: n, Regime: g}, false, always(panels[i].f))(col.contender))
+				v := median(figures(convergeValues(r, Cell{N: n, Regime: g}, false, always(panels[i].f))(col.contender)))
 				if !math.IsNaN(v) {
 					s.points = append(s.points, [2]float64{float64(n), v})
 				}
