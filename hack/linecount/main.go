@@ -95,7 +95,7 @@ var pieces = []piece{
 	},
 	{
 		name:     "Reconcilers: the WebApp's reads, applies, events; the directory's controller; their watches and index (`Reconciler`, `builder.For/Owns/Watches`)",
-		handroll: []string{"pkg/controller/webapp/reconciler.go", "pkg/controller/webapp/controller.go", "pkg/controller/webapp/directorycontroller.go"},
+		handroll: []string{"pkg/controller/webapp/reconciler.go", "pkg/controller/webapp/controller.go", "pkg/controller/webapp/directorycontroller.go", "pkg/controller/webapp/directoryindex.go"},
 		twin:     []string{"cmd/handroll-twin/webapp.go", "cmd/handroll-twin/directory.go"},
 	},
 	{

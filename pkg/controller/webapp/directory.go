@@ -123,8 +123,9 @@ func DirectoryPartsFor(bytes, current int) int {
 
 // LegacyFinalizerDirectory is the finalizer the first version of the
 // directory put on every WebApp, to remove its entry before the WebApp went.
-// The directory no longer needs it (DirectoryReconciler recomputes the
-// whole directory from the cache), so nothing adds it; the WebApp reconciler
+// The directory no longer needs it (DirectoryReconciler removes an entry
+// on its WebApp's delete event, tombstones included, and on any rebuild
+// from the cache), so nothing adds it; the WebApp reconciler
 // strips it wherever it finds it: on WebApps written by that version, and on
 // exported YAML created again.
 const LegacyFinalizerDirectory = "handroll.dev/directory"
@@ -141,14 +142,23 @@ func DirectoryKey(namespace, name string) string { return namespace + "." + name
 func DesiredDirectory(webapps []*handrollv1.WebApp, serviceOf func(namespace, name string) metav1.Object) map[string]string {
 	entries := make(map[string]string, len(webapps))
 	for _, w := range webapps {
-		if w.DeletionTimestamp != nil {
-			continue
-		}
-		if svc := serviceOf(w.Namespace, w.Name); svc != nil && metav1.IsControlledBy(svc, w) {
-			entries[DirectoryKey(w.Namespace, w.Name)] = URL(w)
+		if url, ok := directoryEntry(w, serviceOf); ok {
+			entries[DirectoryKey(w.Namespace, w.Name)] = url
 		}
 	}
 	return entries
+}
+
+// directoryEntry is w's entry in DesiredDirectory, if it has one: the
+// one rule for the full rebuild and for the incremental reconcile alike.
+func directoryEntry(w *handrollv1.WebApp, serviceOf func(namespace, name string) metav1.Object) (string, bool) {
+	if w.DeletionTimestamp != nil {
+		return "", false
+	}
+	if svc := serviceOf(w.Namespace, w.Name); svc == nil || !metav1.IsControlledBy(svc, w) {
+		return "", false
+	}
+	return URL(w), true
 }
 
 // ManagedDirectoryKeys tells which directory keys a process that watches

@@ -574,10 +574,12 @@ func TestDirectorySharedByTwoProcesses(t *testing.T) {
 // caches in indexers: the WebApps and Services given, and the ConfigMaps
 // as sync last copied them from the clientset.
 type fakeDirectory struct {
-	r          *DirectoryReconciler
-	kube       *fake.Clientset
-	configMaps cache.Indexer
-	lists      atomic.Int64 // WebApp lists: a reconcile that did the work
+	r                 *DirectoryReconciler
+	kube              *fake.Clientset
+	webapps, services cache.Indexer
+	configMaps        cache.Indexer
+	lists             atomic.Int64 // WebApp lists: a reconcile that did the work
+	gets              atomic.Int64 // WebApp gets: the entries computed one by one
 }
 
 func newFakeDirectory(t testing.TB, entries map[string]string, objects ...runtime.Object) *fakeDirectory {
@@ -598,9 +600,9 @@ func newFakeDirectory(t testing.TB, entries map[string]string, objects ...runtim
 			t.Fatal(err)
 		}
 	}
-	f := &fakeDirectory{kube: fake.NewClientset(objects...), configMaps: index()}
+	f := &fakeDirectory{kube: fake.NewClientset(objects...), webapps: webapps, services: services, configMaps: index()}
 	f.r = &DirectoryReconciler{
-		WebApps:    countingLister{handrolllisters.NewWebAppLister(webapps), &f.lists},
+		WebApps:    countingLister{handrolllisters.NewWebAppLister(webapps), &f.lists, &f.gets},
 		Services:   handrollcache.NewServiceMeta(services),
 		ConfigMaps: corelisters.NewConfigMapLister(f.configMaps),
 		Kube:       f.kube,
@@ -645,12 +647,26 @@ func BenchmarkDirectoryRebuild3000(b *testing.B) {
 
 type countingLister struct {
 	handrolllisters.WebAppLister
-	n *atomic.Int64
+	n, gets *atomic.Int64
 }
 
 func (l countingLister) List(sel labels.Selector) ([]*handrollv1.WebApp, error) {
 	l.n.Add(1)
 	return l.WebAppLister.List(sel)
+}
+
+func (l countingLister) WebApps(namespace string) handrolllisters.WebAppNamespaceLister {
+	return countingNamespaceLister{l.WebAppLister.WebApps(namespace), l.gets}
+}
+
+type countingNamespaceLister struct {
+	handrolllisters.WebAppNamespaceLister
+	gets *atomic.Int64
+}
+
+func (l countingNamespaceLister) Get(name string) (*handrollv1.WebApp, error) {
+	l.gets.Add(1)
+	return l.WebAppNamespaceLister.Get(name)
 }
 
 // sync brings the ConfigMap cache up to date with the clientset.

@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
+	"maps"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,6 +42,12 @@ const DirectoryControllerName = "directory"
 // reordered event cannot leak an entry, and no finalizer holds WebApps back.
 // Every event maps to the one Request of the directory, and writes are at
 // least WriteInterval apart, so a burst of changes is one write per interval.
+//
+// Connected to its events by NewDirectoryController, it computes only the
+// entries they name (see directoryIndex), and rebuilds the whole directory
+// only when it cannot account for what the parts hold. A reconciler no
+// controller feeds (one whose caller runs Reconcile itself) rebuilds every
+// time.
 type DirectoryReconciler struct {
 	WebApps handrolllisters.WebAppLister
 	// Services reads the metadata of the children's Services: whether a
@@ -62,7 +71,14 @@ type DirectoryReconciler struct {
 	WriteInterval time.Duration
 
 	mu        sync.Mutex
-	lastWrite time.Time // when the last reconcile that wrote finished
+	lastWrite time.Time           // when the last reconcile that wrote finished
+	tracked   bool                // events name every change of an entry (NewDirectoryController)
+	dirty     map[string]struct{} // keys that events named since a reconcile last took them
+	rebuild   bool                // an event asked for a full rebuild (a resync)
+
+	// reconciling serializes Reconcile, which alone uses index.
+	reconciling sync.Mutex
+	index       directoryIndex
 }
 
 // DefaultDirectoryWriteInterval is handroll's DirectoryReconciler.WriteInterval:
@@ -74,90 +90,275 @@ const DefaultDirectoryWriteInterval = 2 * time.Second
 // tried again, should the event of the newer version not come first.
 const conflictRequeue = time.Second
 
-// Reconcile writes the difference between the directory in the cache and
+// Reconcile writes the difference between the directory as it stands and
 // the desired one: a step of PlanDirectory, part by part. Each write carries
-// the cached resourceVersion of its part, so a cache that has not yet seen
-// the latest write (ours or anyone's) is never acted on blindly: the API
-// server refuses with a conflict, and the newer version's event, or the
-// requeue, brings the directory back here. Parts are written before part 0,
-// so that part 0 says a new number of parts only after the others' writes of
-// the same step have gone through.
+// the resourceVersion of its part as last seen, so a part that has changed
+// since (by anyone) is never acted on blindly: the API server refuses with a
+// conflict, and the newer version's event, or the requeue, brings the
+// directory back here. Parts are written before part 0, so that part 0 says
+// a new number of parts only after the others' writes of the same step have
+// gone through.
 func (r *DirectoryReconciler) Reconcile(ctx context.Context, req controller.Request) (controller.Result, error) {
-	// First, before any O(WebApps) work: during a burst every event lands
-	// here, and the workqueue folds them into this one requeue.
+	// First, before any work: during a burst every event lands here, and
+	// the workqueue folds them into this one requeue.
 	if wait := r.untilNextWrite(); wait > 0 {
 		return controller.Result{RequeueAfter: wait}, nil
 	}
+	r.reconciling.Lock()
+	defer r.reconciling.Unlock()
+	dirty, rebuild := r.takeDirty()
+	s, err := r.step(ctx, dirty, rebuild)
+	if err == nil && len(s.errs) > 0 {
+		err = errors.Join(s.errs...)
+	}
+	if err != nil {
+		// Whatever went through, the next reconcile rebuilds: no key is lost.
+		r.index.invalidate()
+		r.putBack(maps.Keys(dirty))
+		return controller.Result{}, err
+	}
+	for _, i := range s.refused {
+		r.putBack(maps.Keys(s.plan.Changes[i]))
+	}
+	if len(s.refused) > 0 {
+		return controller.Result{RequeueAfter: max(conflictRequeue, r.WriteInterval)}, nil
+	}
+	return controller.Result{}, nil
+}
+
+// step reconciles the dirty keys against the index when it can, and the
+// whole directory when it must: when asked to, when the index does not
+// stand for the parts the cache holds, or when the directory is to grow.
+func (r *DirectoryReconciler) step(ctx context.Context, dirty map[string]struct{}, rebuild bool) (*directoryStep, error) {
+	cms, err := r.ConfigMaps.ConfigMaps(r.Namespace).List(labels.Everything())
+	if err != nil {
+		return nil, fmt.Errorf("listing the directory's parts: %w", err)
+	}
+	cached := map[int]*corev1.ConfigMap{}
+	for _, cm := range cms {
+		if i, ok := DirectoryPartIndex(cm.Name); ok {
+			cached[i] = cm
+		}
+	}
+	if !rebuild && r.index.catchUp(cached, dirty) {
+		plan, ok, err := r.planDirty(dirty)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			s := newDirectoryStep(r.index.parts, plan, r.index.bases())
+			r.write(ctx, s)
+			r.index.advance(s)
+			return s, nil
+		}
+	}
+	return r.rebuildAll(ctx, cached)
+}
+
+// rebuildAll is the full step: the desired directory of every WebApp in the
+// cache, planned against every part. The index is built from its outcome.
+func (r *DirectoryReconciler) rebuildAll(ctx context.Context, cached map[int]*corev1.ConfigMap) (*directoryStep, error) {
 	logger := klog.FromContext(ctx)
 	webapps, err := r.WebApps.List(labels.Everything())
 	if err != nil {
-		return controller.Result{}, fmt.Errorf("listing WebApps: %w", err)
+		return nil, fmt.Errorf("listing WebApps: %w", err)
 	}
-	desired := DesiredDirectory(webapps, func(ns, name string) metav1.Object {
-		svc, err := r.Services.Get(ns, name)
-		if err != nil {
-			return nil // not found: the cache holds only our labelled Services
-		}
-		return svc
-	})
-
-	cms, err := r.ConfigMaps.ConfigMaps(r.Namespace).List(labels.Everything())
-	if err != nil {
-		return controller.Result{}, fmt.Errorf("listing the directory's parts: %w", err)
+	desired := DesiredDirectory(webapps, r.serviceOf)
+	current := make(map[int]map[string]string, len(cached))
+	for i, cm := range cached {
+		current[i] = cm.Data
 	}
-	cached := map[int]*corev1.ConfigMap{}
-	current := map[int]map[string]string{}
-	for _, cm := range cms {
-		if i, ok := DirectoryPartIndex(cm.Name); ok {
-			cached[i], current[i] = cm, cm.Data
-		}
-	}
-	parts := 0 // no part 0: nothing to keep readable
+	parts, readable := 0, true // no part 0: nothing to keep readable
 	if part0 := cached[0]; part0 != nil {
 		if parts, err = DirectoryParts(part0.Annotations); err != nil {
 			// Read as one part, the annotation is written again.
 			logger.Info("Warning: the directory's number of parts is unreadable; taking it as 1", "err", err)
-			parts = 1
+			parts, readable = 1, false
 		}
 	}
-	manages := r.Manages
-	if manages == nil {
-		manages = ManagedDirectoryKeys(r.Namespaces)
-	}
-	plan := PlanDirectory(parts, current, desired, manages)
+	plan := PlanDirectory(parts, current, desired, r.manages())
 	if plan.Parts != parts && parts > 0 {
 		logger.Info("Growing the directory", "parts", plan.Parts, "from", parts, "entries", len(desired))
 	}
+	s := newDirectoryStep(parts, plan, cached)
+	r.write(ctx, s)
+	r.index.rebuilt(s, readable && r.isTracked())
+	return s, nil
+}
 
-	wrote, conflict := false, false
-	var errs []error
-	write := func(i int) {
-		sent, err := r.writePart(ctx, i, cached[i], plan.Changes[i], plan.Parts)
-		wrote = wrote || sent
-		if apierrors.IsConflict(err) {
-			logger.V(2).Info("The cached directory is not the latest; waiting for the newer version", "part", i)
-			conflict = true
-		} else if err != nil {
-			errs = append(errs, err)
+// planDirty is the step of PlanDirectory for the dirty keys alone, from the
+// index, and true; false when P is to grow, a step only the full plan
+// takes. It asks the caches for nothing but the dirty keys' WebApps and
+// Services.
+func (r *DirectoryReconciler) planDirty(dirty map[string]struct{}) (DirectoryPlan, bool, error) {
+	x, manages := &r.index, r.manages()
+	plan := DirectoryPlan{Parts: x.parts, Changes: make([]map[string]*string, x.parts)}
+	size := x.size()
+	for k := range dirty {
+		if !manages(k) {
+			continue // another's: counted in size where it stands, never written
+		}
+		v, want, err := r.entry(k)
+		if err != nil {
+			return DirectoryPlan{}, false, err
+		}
+		home := DirectoryPart(k, x.parts)
+		if cur, ok := x.data(home)[k]; ok {
+			size -= len(k) + len(cur)
+		}
+		if want {
+			size += len(k) + len(v)
+		}
+		// As DirectoryChanges: set where it belongs, removed from any other part.
+		for i := range x.parts {
+			cur, has := x.data(i)[k]
+			switch {
+			case i == home && want && (!has || cur != v):
+				plan.Changes[i] = withChange(plan.Changes[i], k, &v)
+			case (i != home || !want) && has:
+				plan.Changes[i] = withChange(plan.Changes[i], k, nil)
+			}
 		}
 	}
-	for i := 1; i < len(plan.Changes); i++ {
+	if DirectoryPartsFor(size, x.parts) != x.parts {
+		return DirectoryPlan{}, false, nil
+	}
+	return plan, true, nil
+}
+
+func withChange(changes map[string]*string, k string, v *string) map[string]*string {
+	if changes == nil {
+		changes = map[string]*string{}
+	}
+	changes[k] = v
+	return changes
+}
+
+// entry is the desired entry of key, as DesiredDirectory would have it.
+func (r *DirectoryReconciler) entry(key string) (string, bool, error) {
+	ns, name, ok := strings.Cut(key, ".")
+	if !ok {
+		return "", false, nil
+	}
+	w, err := r.WebApps.WebApps(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("reading WebApp %s/%s: %w", ns, name, err)
+	}
+	url, want := directoryEntry(w, r.serviceOf)
+	return url, want, nil
+}
+
+func (r *DirectoryReconciler) serviceOf(ns, name string) metav1.Object {
+	svc, err := r.Services.Get(ns, name)
+	if err != nil {
+		return nil // not found: the cache holds only our labelled Services
+	}
+	return svc
+}
+
+func (r *DirectoryReconciler) manages() func(key string) bool {
+	if r.Manages != nil {
+		return r.Manages
+	}
+	return ManagedDirectoryKeys(r.Namespaces)
+}
+
+// directoryStep is one reconcile's writes: the plan, each part as the
+// writes find it, and what came of them.
+type directoryStep struct {
+	parts   int // P before the step
+	plan    DirectoryPlan
+	base    map[int]*corev1.ConfigMap // nil: absent
+	written map[int]*corev1.ConfigMap // each part that changed, as the API server returned it
+	refused []int                     // parts whose write met a conflict
+	sent    bool
+	errs    []error
+}
+
+func newDirectoryStep(parts int, plan DirectoryPlan, base map[int]*corev1.ConfigMap) *directoryStep {
+	return &directoryStep{parts: parts, plan: plan, base: base, written: map[int]*corev1.ConfigMap{}}
+}
+
+// write sends s's plan: the other parts first, then part 0, unless P is to
+// grow and another part's write did not go through.
+func (r *DirectoryReconciler) write(ctx context.Context, s *directoryStep) {
+	logger := klog.FromContext(ctx)
+	write := func(i int) {
+		cm, sent, err := r.writePart(ctx, i, s.base[i], s.plan.Changes[i], s.plan.Parts)
+		s.sent = s.sent || sent
+		switch {
+		case apierrors.IsConflict(err):
+			logger.V(2).Info("The directory has changed since it was read; waiting for the newer version", "part", i)
+			s.refused = append(s.refused, i)
+		case err != nil:
+			s.errs = append(s.errs, err)
+		case cm != nil:
+			s.written[i] = cm
+		}
+	}
+	for i := 1; i < len(s.plan.Changes); i++ {
 		write(i)
 	}
 	// A new P waits for a step whose other writes all went through.
-	if plan.Parts == parts || (!conflict && len(errs) == 0) {
+	if s.plan.Parts == s.parts || (len(s.refused) == 0 && len(s.errs) == 0) {
 		write(0)
 	}
-	if wrote {
+	if s.sent {
 		r.wrote()
 	}
-	if len(errs) > 0 {
-		return controller.Result{}, errors.Join(errs...)
+}
+
+// takeDirty hands the keys events named to a reconcile, and whether it is
+// to rebuild the whole directory instead.
+func (r *DirectoryReconciler) takeDirty() (map[string]struct{}, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	dirty, rebuild := r.dirty, r.rebuild || !r.tracked
+	r.dirty, r.rebuild = nil, false
+	if dirty == nil {
+		dirty = map[string]struct{}{}
 	}
-	if conflict {
-		return controller.Result{RequeueAfter: max(conflictRequeue, r.WriteInterval)}, nil
+	return dirty, rebuild
+}
+
+// putBack makes keys dirty again, for a reconcile that did not bring them
+// to what they should be.
+func (r *DirectoryReconciler) putBack(keys iter.Seq[string]) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k := range keys {
+		r.touchLocked(k)
 	}
-	return controller.Result{}, nil
+}
+
+// touch records, for an event, that key's entry may have changed.
+func (r *DirectoryReconciler) touch(key string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.touchLocked(key)
+}
+
+func (r *DirectoryReconciler) touchLocked(key string) {
+	if r.dirty == nil {
+		r.dirty = map[string]struct{}{}
+	}
+	r.dirty[key] = struct{}{}
+}
+
+// requestRebuild has the next reconcile rebuild the whole directory.
+func (r *DirectoryReconciler) requestRebuild() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rebuild = true
+}
+
+func (r *DirectoryReconciler) isTracked() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.tracked
 }
 
 // untilNextWrite is how long the directory must still wait before it may be
@@ -180,11 +381,12 @@ func (r *DirectoryReconciler) wrote() {
 	r.lastWrite = time.Now()
 }
 
-// writePart brings part i, as the cache holds it (nil: not at all), to
-// changes and our labels; part 0 also to the annotation saying parts. It
-// tells whether it sent a request. A part that exists is patched; one that
+// writePart brings part i, as last seen (nil: not at all), to changes and
+// our labels; part 0 also to the annotation saying parts. It returns the
+// part as the API server holds it after a write that went through (nil
+// when it cannot tell), and whether it sent a request. A part that exists is patched; one that
 // does not is created if it has anything to hold.
-func (r *DirectoryReconciler) writePart(ctx context.Context, i int, cm *corev1.ConfigMap, changes map[string]*string, parts int) (bool, error) {
+func (r *DirectoryReconciler) writePart(ctx context.Context, i int, cm *corev1.ConfigMap, changes map[string]*string, parts int) (*corev1.ConfigMap, bool, error) {
 	if cm != nil {
 		return r.patch(ctx, i, cm, changes, parts)
 	}
@@ -199,16 +401,17 @@ func (r *DirectoryReconciler) writePart(ctx context.Context, i int, cm *corev1.C
 		annotations = map[string]string{DirectoryPartsAnnotation: strconv.Itoa(parts)}
 	}
 	if len(data) == 0 && annotations == nil {
-		return false, nil
+		return nil, false, nil
 	}
-	return true, r.create(ctx, i, data, annotations)
+	created, err := r.create(ctx, i, data, annotations)
+	return created, true, err
 }
 
 // patch writes to part i, with one JSON merge patch that names cm's
 // resourceVersion, changes, our labels if they are missing and, on part 0,
 // the annotation saying parts if it does not. Nothing is sent when nothing
 // differs; it tells whether something was.
-func (r *DirectoryReconciler) patch(ctx context.Context, i int, cm *corev1.ConfigMap, changes map[string]*string, parts int) (bool, error) {
+func (r *DirectoryReconciler) patch(ctx context.Context, i int, cm *corev1.ConfigMap, changes map[string]*string, parts int) (*corev1.ConfigMap, bool, error) {
 	meta := map[string]any{"resourceVersion": cm.ResourceVersion}
 	missing := false
 	for k, v := range directoryLabels() {
@@ -223,7 +426,7 @@ func (r *DirectoryReconciler) patch(ctx context.Context, i int, cm *corev1.Confi
 		}
 	}
 	if len(changes) == 0 && len(meta) == 1 {
-		return false, nil
+		return nil, false, nil
 	}
 	body := map[string]any{"metadata": meta}
 	if len(changes) > 0 {
@@ -231,15 +434,15 @@ func (r *DirectoryReconciler) patch(ctx context.Context, i int, cm *corev1.Confi
 	}
 	patch, err := json.Marshal(body)
 	if err != nil {
-		return false, err
+		return nil, false, err
 	}
-	_, err = r.Kube.CoreV1().ConfigMaps(r.Namespace).Patch(ctx, DirectoryPartName(i), types.MergePatchType, patch,
+	patched, err := r.Kube.CoreV1().ConfigMaps(r.Namespace).Patch(ctx, DirectoryPartName(i), types.MergePatchType, patch,
 		metav1.PatchOptions{FieldManager: FieldManager})
 	if err != nil {
-		return true, fmt.Errorf("patching the directory's part %d: %w", i, err)
+		return nil, true, fmt.Errorf("patching the directory's part %d: %w", i, err)
 	}
 	klog.FromContext(ctx).V(2).Info("Wrote the directory", "part", i, "changed", len(changes))
-	return true, nil
+	return patched, true, nil
 }
 
 // create makes part i of the directory. AlreadyExists means the cache is
@@ -251,27 +454,29 @@ func (r *DirectoryReconciler) patch(ctx context.Context, i int, cm *corev1.Confi
 // entries this cache has not seen). Once the labelled object reaches the
 // cache, its event brings the directory back here for an exact,
 // preconditioned write.
-func (r *DirectoryReconciler) create(ctx context.Context, i int, data, annotations map[string]string) error {
+func (r *DirectoryReconciler) create(ctx context.Context, i int, data, annotations map[string]string) (*corev1.ConfigMap, error) {
 	configMaps := r.Kube.CoreV1().ConfigMaps(r.Namespace)
-	_, err := configMaps.Create(ctx, &corev1.ConfigMap{
+	created, err := configMaps.Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: DirectoryPartName(i), Namespace: r.Namespace, Labels: directoryLabels(), Annotations: annotations},
 		Data:       data,
 	}, metav1.CreateOptions{FieldManager: FieldManager})
 	if err == nil {
 		klog.FromContext(ctx).V(2).Info("Created the directory", "part", i, "entries", len(data))
-		return nil
+		return created, nil
 	}
 	if !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating the directory's part %d: %w", i, err)
+		return nil, fmt.Errorf("creating the directory's part %d: %w", i, err)
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": directoryLabels()}, "data": data})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if _, err := configMaps.Patch(ctx, DirectoryPartName(i), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
-		return fmt.Errorf("patching the directory's part %d, which the cache does not hold: %w", i, err)
+		return nil, fmt.Errorf("patching the directory's part %d, which the cache does not hold: %w", i, err)
 	}
-	return nil
+	// Not the part as we would have it: it may hold entries we know
+	// nothing of. It is compared whole when the cache has it.
+	return nil, nil
 }
 
 func directoryLabels() map[string]string {
@@ -289,6 +494,9 @@ func directoryLabels() map[string]string {
 //     had not seen when the directory was last computed is corrected when it
 //     arrives, and so is a hand edit; a part's arrival takes a growing
 //     directory to its next step.
+//
+// The WebApp and Service events also name their entry to r, which from
+// then on reconciles the entries named rather than every one.
 func NewDirectoryController(r *DirectoryReconciler, inf Informers, opts controller.Options) (*controller.Controller, error) {
 	if opts.Name == "" {
 		opts.Name = DirectoryControllerName
@@ -297,26 +505,24 @@ func NewDirectoryController(r *DirectoryReconciler, inf Informers, opts controll
 	if err != nil {
 		return nil, err
 	}
-	directory := []controller.Request{{Namespace: r.Namespace, Name: DirectoryName}}
-	toDirectory := controller.EnqueueMapped(func(context.Context, metav1.Object) []controller.Request { return directory })
-
-	add := func(informers []cache.SharedIndexInformer, preds ...controller.Predicate) error {
+	entries, parts := r.track()
+	add := func(informers []cache.SharedIndexInformer, h controller.Handler, preds ...controller.Predicate) error {
 		for _, informer := range informers {
-			if err := c.Watch(informer, toDirectory, preds...); err != nil {
+			if err := c.Watch(informer, h, preds...); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	if err := add(inf.WebApps, controller.Or(controller.GenerationChanged(), deletionStarted())); err != nil {
+	if err := add(inf.WebApps, entries, controller.Or(controller.GenerationChanged(), deletionStarted())); err != nil {
 		return nil, err
 	}
-	if err := add(inf.Services, controllerChanged()); err != nil {
+	if err := add(inf.Services, entries, controllerChanged()); err != nil {
 		return nil, err
 	}
 	// A WebApp made or gone in any range: its entry may be this
 	// reconciler's to remove (DirectoryReconciler.Manages).
-	if err := add(inf.WebAppMetadata, controller.PredicateFuncs{
+	if err := add(inf.WebAppMetadata, entries, controller.PredicateFuncs{
 		UpdateFunc: func(metav1.Object, metav1.Object) bool { return false },
 	}); err != nil {
 		return nil, err
@@ -325,8 +531,8 @@ func NewDirectoryController(r *DirectoryReconciler, inf Informers, opts controll
 		_, part := DirectoryPartIndex(o.GetName())
 		return part && o.GetNamespace() == r.Namespace
 	}
-	// Resyncs pass too: each is a full recompute of the directory.
-	if err := add(inf.ConfigMaps, controller.PredicateFuncs{
+	// Resyncs pass too: each is a full rebuild of the directory.
+	if err := add(inf.ConfigMaps, parts, controller.PredicateFuncs{
 		CreateFunc: isDirectory,
 		UpdateFunc: func(_, newObj metav1.Object) bool { return isDirectory(newObj) },
 		DeleteFunc: isDirectory,
@@ -335,6 +541,60 @@ func NewDirectoryController(r *DirectoryReconciler, inf Informers, opts controll
 	}
 	return c, nil
 }
+
+// track tells r that events name every change of an entry from now on, and
+// returns the Handlers that do: entries for the WebApps and their Services
+// (a Service has its WebApp's name), parts for the directory's ConfigMaps.
+// Both enqueue the directory's one Request.
+func (r *DirectoryReconciler) track() (entries, parts controller.Handler) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.tracked = true
+	req := controller.Request{Namespace: r.Namespace, Name: DirectoryName}
+	return entryEvents{r, req}, partEvents{r, req}
+}
+
+// entryEvents names the entry of each event's object dirty, before the
+// Request is queued: the reconcile that takes the key reads the cache as it
+// was at the event, or later.
+type entryEvents struct {
+	r   *DirectoryReconciler
+	req controller.Request
+}
+
+func (h entryEvents) Create(_ context.Context, obj metav1.Object, q controller.Queue) {
+	h.r.touch(DirectoryKey(obj.GetNamespace(), obj.GetName()))
+	q.Add(h.req)
+}
+
+// Update needs only the new object: namespace and name never change.
+func (h entryEvents) Update(ctx context.Context, _, newObj metav1.Object, q controller.Queue) {
+	h.Create(ctx, newObj, q)
+}
+
+func (h entryEvents) Delete(ctx context.Context, obj metav1.Object, q controller.Queue) {
+	h.Create(ctx, obj, q)
+}
+
+// partEvents queues the Request for every event of a part: the reconcile
+// compares each part's version with the one it knows. A resync (an update
+// to the same resourceVersion) asks for a full rebuild, the periodic check
+// that nothing has been missed.
+type partEvents struct {
+	r   *DirectoryReconciler
+	req controller.Request
+}
+
+func (h partEvents) Create(_ context.Context, _ metav1.Object, q controller.Queue) { q.Add(h.req) }
+
+func (h partEvents) Update(_ context.Context, oldObj, newObj metav1.Object, q controller.Queue) {
+	if rv := oldObj.GetResourceVersion(); rv != "" && rv == newObj.GetResourceVersion() {
+		h.r.requestRebuild()
+	}
+	q.Add(h.req)
+}
+
+func (h partEvents) Delete(_ context.Context, _ metav1.Object, q controller.Queue) { q.Add(h.req) }
 
 // deletionStarted passes the update that sets metadata.deletionTimestamp: a
 // WebApp that other finalizers hold leaves the directory as its deletion
