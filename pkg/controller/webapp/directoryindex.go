@@ -42,7 +42,7 @@ type partVersion struct {
 	resourceVersion string
 }
 
-func versionOf(cm *corev1.ConfigMap) partVersion {
+func partVersionOf(cm *corev1.ConfigMap) partVersion {
 	if cm == nil {
 		return partVersion{}
 	}
@@ -61,8 +61,8 @@ func (x *directoryIndex) catchUp(cached map[int]*corev1.ConfigMap, dirty map[str
 	}
 	for i := range x.part {
 		p, cm := &x.part[i], cached[i]
-		switch v := versionOf(cm); {
-		case v == versionOf(p.cm):
+		switch v := partVersionOf(cm); {
+		case v == partVersionOf(p.cm):
 			p.cm, p.wrote = cm, false // the cache's copy, not the write's
 		case p.wrote && v == p.behind:
 			// The cache has not seen our write yet: keep what it returned.
@@ -91,7 +91,7 @@ func (x *directoryIndex) rebuilt(s *directoryStep, keep bool) {
 	for i := range x.part {
 		p := indexedPart{cm: s.base[i]}
 		if cm, ok := s.written[i]; ok {
-			p = indexedPart{cm: cm, behind: versionOf(s.base[i]), wrote: true}
+			p = indexedPart{cm: cm, behind: partVersionOf(s.base[i]), wrote: true}
 		}
 		p.home = homeSize(p.cm, i, x.parts)
 		x.part[i] = p
@@ -112,7 +112,7 @@ func (x *directoryIndex) advance(s *directoryStep) {
 			// A preconditioned patch: the part is exactly p.cm and the changes.
 			p.home += homeDelta(p.cm.Data, s.plan.Changes[i], i, x.parts)
 		}
-		p.cm, p.behind, p.wrote = cm, versionOf(p.cm), true
+		p.cm, p.behind, p.wrote = cm, partVersionOf(p.cm), true
 	}
 }
 
