@@ -318,7 +318,8 @@ FUZZ_TARGETS := \
   ./pkg/apis/handroll/v1alpha1:FuzzV1SpecAnnotation \
   ./pkg/admission:FuzzAdmissionReview \
   ./pkg/controller/webapp:FuzzDesiredState \
-  ./pkg/controller/webapp:FuzzFirstDifference
+  ./pkg/controller/webapp:FuzzFirstDifference \
+  ./pkg/stripjson:FuzzStrip
 FUZZTIME       ?= 60s
 FUZZTIME_SHORT ?= 2000x
 
