@@ -173,7 +173,7 @@ func (rr *rangeRunner) run(ctx context.Context, r shard.Range) error {
 	s := scope{rng: &r, uidOf: rr.replica.uidOf}
 	caches, inf, rec := rr.replica.caches, rr.replica.informers, rr.replica.reconciler
 	if rr.replica.serverFilters {
-		caches = handrollcache.New(rr.p.kube, rr.p.handroll, rr.p.metadata, rr.p.cacheOptions(s))
+		caches = handrollcache.New(rr.p.kube, rr.p.informers, rr.p.metadata, rr.p.cacheOptions(s))
 		var err error
 		if inf, err = rr.replica.rangeInformers(caches); err != nil {
 			return err
@@ -394,7 +394,7 @@ func newReplicaCaches(ctx context.Context, p *process) (*replicaCaches, error) {
 	var err error
 	switch {
 	case filters:
-		rc.caches = handrollcache.New(p.kube, p.handroll, p.metadata, handrollcache.Options{
+		rc.caches = handrollcache.New(p.kube, p.informers, p.metadata, handrollcache.Options{
 			Namespaces:           o.namespaces,
 			MetadataSelector:     "!" + shard.BucketLabel,
 			ConfigMapMetadataAll: true,
@@ -423,7 +423,7 @@ func newReplicaCaches(ctx context.Context, p *process) (*replicaCaches, error) {
 		} else {
 			klog.InfoS("The API server does not apply shardSelector (its ShardedListAndWatch feature gate is off): every replica caches every range, and filters on the client")
 		}
-		rc.caches = handrollcache.New(p.kube, p.handroll, p.metadata, p.cacheOptions(scope{}))
+		rc.caches = handrollcache.New(p.kube, p.informers, p.metadata, p.cacheOptions(scope{}))
 		if rc.informers, err = webAppInformers(rc.caches); err != nil {
 			return nil, fmt.Errorf("step 8, cache: %w", err)
 		}

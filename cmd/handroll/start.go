@@ -76,7 +76,10 @@ type process struct {
 	scheme   *runtime.Scheme
 	kube     kubernetes.Interface
 	handroll clientset.Interface
-	metadata metadata.Interface
+	// informers is handroll for the WebApps' informers: it decodes
+	// without what their cache drops (handrollcache.InformerClient).
+	informers clientset.Interface
+	metadata  metadata.Interface
 
 	elector  *leader.Elector
 	registry *prometheus.Registry
@@ -117,6 +120,9 @@ func connect(o options) (*process, error) {
 	// client only lists and watches (the metadata caches).
 	p := &process{o: o, cfg: cfg, scheme: s}
 	if p.handroll, err = clientset.NewForConfig(cfg); err != nil {
+		return nil, fmt.Errorf("step 5, clients: %w", err)
+	}
+	if p.informers, err = handrollcache.InformerClient(cfg, p.handroll); err != nil {
 		return nil, fmt.Errorf("step 5, clients: %w", err)
 	}
 	kube, err := kubernetes.NewForConfig(cfg)
@@ -199,7 +205,7 @@ func runLeader(ctx context.Context, p *process) error {
 	// referenced ConfigMap change. managedFields are dropped before objects
 	// are stored (DefaultTransform).
 	all := scope{}
-	caches := handrollcache.New(p.kube, p.handroll, p.metadata, p.cacheOptions(all))
+	caches := handrollcache.New(p.kube, p.informers, p.metadata, p.cacheOptions(all))
 	informerSet, err := webAppInformers(caches)
 	if err != nil {
 		return fmt.Errorf("step 8, cache: %w", err)

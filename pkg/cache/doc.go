@@ -8,7 +8,8 @@
 // Service and ConfigMap, through the metadata client, with the complement
 // of the children's label selector: each object is cached once), DefaultTransform
 // (managedFields and the last-applied annotation dropped before objects are
-// stored; the children trimmed to what is read, and kept encoded: Child),
+// stored, and of WebApps before they are even decoded: InformerClient; the
+// children trimmed to what is read, and kept encoded: Child),
 // SyncPeriod — and WaitForCacheSync, with an error that names the
 // informer that did not sync and the last error its list or watch met.
 package cache
