@@ -80,7 +80,7 @@ var pieces = []piece{
 	},
 	{
 		name:     "Cache: informers per namespace, label filters, transform, sync errors (`cluster.New`'s cache)",
-		handroll: []string{"pkg/cache/"},
+		handroll: []string{"pkg/cache/", "pkg/stripjson/"},
 		twinNote: "controller-runtime's cache",
 	},
 	{
