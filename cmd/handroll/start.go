@@ -383,7 +383,7 @@ func newWebAppReconciler(caches *handrollcache.Caches, kube kubernetes.Interface
 		ServiceMeta:           caches.MetadataLister(handrollcache.ServicesResource),
 		ConfigMapMeta:         caches.MetadataLister(handrollcache.ConfigMapsResource),
 		RefConfigMaps:         &webapp.RefConfigMaps{Kube: kube},
-		Progress:              &webapp.ProgressWrites{Interval: webapp.DefaultProgressWriteInterval},
+		Progress:              &webapp.ProgressWrites{Interval: webapp.DefaultProgressWriteInterval, FirstGrace: webapp.DefaultFirstStatusGrace},
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
@@ -13,6 +14,12 @@ import (
 // a rollout goes, a WebApp's replica counts and messages are written at
 // most about once a second, however many times its Deployment reports.
 const DefaultProgressWriteInterval = time.Second
+
+// DefaultFirstStatusGrace is handroll's ProgressWrites.FirstGrace: a new
+// WebApp whose rollout ends within this time of its creation gets one
+// status write, Ready, instead of one saying the rollout is under way and
+// another when it ends.
+const DefaultFirstStatusGrace = 3 * time.Second
 
 // ProgressOnly tells whether status differs from current only in what
 // reports a rollout's progress: the replica counts and the conditions'
@@ -43,6 +50,10 @@ type ProgressWrites struct {
 	// Interval is the least time between two writes of a WebApp's status
 	// when the second only reports progress. Zero: none is held.
 	Interval time.Duration
+	// FirstGrace is how long after its creation a WebApp's first status
+	// waits while all it would say is that the rollout is under way (see
+	// HoldFirst). Zero: none waits.
+	FirstGrace time.Duration
 
 	mu        sync.Mutex
 	cur, prev map[types.NamespacedName]time.Time
@@ -67,6 +78,37 @@ func (p *ProgressWrites) Hold(key types.NamespacedName, current, status handroll
 		return wait
 	}
 	return 0
+}
+
+// HoldFirst returns how long the first status of a WebApp created at
+// created is to wait: while it would only say that the rollout is under
+// way (Reconciling, nothing Stalled or Degraded, not Ready), until
+// FirstGrace after the creation. A rollout that ends within the grace
+// then costs one write, Ready; a slower one is reported as under way when
+// the grace ends. Until its first status the WebApp reads as in progress
+// all the same: the CRD defaults status.observedGeneration to 0, which
+// kstatus and the Argo CD health check read as not yet observed. Both
+// clocks are read as they are: a creation in the future (the API server's
+// clock ahead of ours) holds nothing, so no skew makes the hold longer
+// than FirstGrace. A nil p holds nothing.
+func (p *ProgressWrites) HoldFirst(created time.Time, current, status handrollv1.WebAppStatus, now time.Time) time.Duration {
+	if p == nil || p.FirstGrace <= 0 || len(current.Conditions) > 0 || !underWay(status) {
+		return 0
+	}
+	if age := now.Sub(created); age >= 0 && age < p.FirstGrace {
+		return p.FirstGrace - age
+	}
+	return 0
+}
+
+// underWay tells whether status only says that a rollout is under way:
+// nothing a person may have to act on, nothing done yet.
+func underWay(status handrollv1.WebAppStatus) bool {
+	c := status.Conditions
+	return meta.IsStatusConditionTrue(c, handrollv1.ConditionReconciling) &&
+		!meta.IsStatusConditionTrue(c, handrollv1.ConditionStalled) &&
+		!meta.IsStatusConditionTrue(c, handrollv1.ConditionDegraded) &&
+		!meta.IsStatusConditionTrue(c, handrollv1.ConditionReady)
 }
 
 // Wrote records a write of key's status at now.

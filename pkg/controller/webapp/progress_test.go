@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -163,5 +164,137 @@ func TestReconcileHoldsProgressButNotReady(t *testing.T) {
 	}
 	if res.RequeueAfter != 0 {
 		t.Errorf("Ready written: requeued after %s", res.RequeueAfter)
+	}
+}
+
+// TestAFirstStatusThatOnlySaysUnderWayWaitsForTheGrace: a new WebApp's first
+// status waits out the rest of the grace from its creation while all it
+// says is that the rollout is under way; one that says more, a later
+// status, a WebApp older than the grace or created "in the future" (the
+// clocks skewed) wait for nothing.
+func TestAFirstStatusThatOnlySaysUnderWayWaitsForTheGrace(t *testing.T) {
+	p := &ProgressWrites{Interval: time.Second, FirstGrace: 3 * time.Second}
+	created := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cond := func(typ string, s metav1.ConditionStatus) metav1.Condition {
+		return metav1.Condition{Type: typ, Status: s, Reason: ReasonRollingOut}
+	}
+	underWay := handrollv1.WebAppStatus{Conditions: []metav1.Condition{
+		cond(handrollv1.ConditionReady, metav1.ConditionFalse),
+		cond(handrollv1.ConditionProgressing, metav1.ConditionTrue),
+		cond(handrollv1.ConditionDegraded, metav1.ConditionFalse),
+		cond(handrollv1.ConditionReconciling, metav1.ConditionTrue),
+	}}
+	with := func(c metav1.Condition) handrollv1.WebAppStatus {
+		s := *underWay.DeepCopy()
+		meta.SetStatusCondition(&s.Conditions, c)
+		return s
+	}
+	none := handrollv1.WebAppStatus{}
+	for _, tc := range []struct {
+		name            string
+		current, status handrollv1.WebAppStatus
+		age             time.Duration
+		want            time.Duration
+	}{
+		{"under way, 1 s old", none, underWay, time.Second, 2 * time.Second},
+		{"under way, just created", none, underWay, 0, 3 * time.Second},
+		{"under way, as old as the grace", none, underWay, 3 * time.Second, 0},
+		{"under way, created 1 s in our future", none, underWay, -time.Second, 0},
+		{"Ready", none, with(cond(handrollv1.ConditionReady, metav1.ConditionTrue)), time.Second, 0},
+		{"Stalled", none, with(cond(handrollv1.ConditionStalled, metav1.ConditionTrue)), time.Second, 0},
+		{"Degraded", none, with(cond(handrollv1.ConditionDegraded, metav1.ConditionTrue)), time.Second, 0},
+		{"not Reconciling", none, with(cond(handrollv1.ConditionReconciling, metav1.ConditionFalse)), time.Second, 0},
+		{"a status already written", underWay, with(metav1.Condition{Type: handrollv1.ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonPending}), time.Second, 0},
+	} {
+		if got := p.HoldFirst(created, tc.current, tc.status, created.Add(tc.age)); got != tc.want {
+			t.Errorf("%s: held %s, want %s", tc.name, got, tc.want)
+		}
+	}
+	var nilHolds *ProgressWrites
+	if d := nilHolds.HoldFirst(created, none, underWay, created); d != 0 {
+		t.Errorf("nil: held %s", d)
+	}
+	if d := (&ProgressWrites{Interval: time.Second}).HoldFirst(created, none, underWay, created); d != 0 {
+		t.Errorf("no grace: held %s", d)
+	}
+}
+
+// TestReconcileWritesANewWebAppsFirstStatusOnceReady: with a grace, the
+// reconcile that creates a new WebApp's children sends no status and
+// requeues the WebApp within the grace; when its Deployment is ready, one
+// status write says Ready; without a grace, the first reconcile writes.
+func TestReconcileWritesANewWebAppsFirstStatusOnceReady(t *testing.T) {
+	for _, grace := range []time.Duration{time.Minute, 0} {
+		u := newUpToDate(t)
+		u.r.Progress = &ProgressWrites{Interval: time.Second, FirstGrace: grace}
+		u.hr.PrependReactor("patch", "webapps", func(clienttesting.Action) (bool, runtime.Object, error) {
+			return true, &handrollv1.WebApp{}, nil
+		})
+		w, err := u.r.WebApps.WebApps(u.req.Namespace).Get(u.req.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w = w.DeepCopy()
+		w.CreationTimestamp = metav1.Now()
+		w.Status = handrollv1.WebAppStatus{} // as the CRD's default leaves it
+		if err := u.webapps.Update(w); err != nil {
+			t.Fatal(err)
+		}
+		d, err := u.r.Deployments.Deployments(u.req.Namespace).Get(u.req.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := *d.Spec.Replicas
+		setDeploymentStatus(t, u, "1002", appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: n, UpdatedReplicas: n, UnavailableReplicas: n})
+		res, err := u.r.Reconcile(context.Background(), u.req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		statusWrites := func() (n int) {
+			for _, a := range u.hr.Actions() {
+				if a.GetVerb() == "patch" && a.GetSubresource() == "status" {
+					n++
+				}
+			}
+			return n
+		}
+		if grace == 0 {
+			if n := statusWrites(); n != 1 || res.RequeueAfter != 0 {
+				t.Errorf("no grace: %d status writes, requeued after %s; want the status written at once", n, res.RequeueAfter)
+			}
+			continue
+		}
+		if n := statusWrites(); n != 0 || res.RequeueAfter <= 0 || res.RequeueAfter > grace {
+			t.Errorf("under way within the grace: %d status writes, requeued after %s; want none, requeued within %s", n, res.RequeueAfter, grace)
+		}
+		setDeploymentStatus(t, u, "1003", appsv1.DeploymentStatus{
+			ObservedGeneration: 1, Replicas: n, UpdatedReplicas: n, ReadyReplicas: n, AvailableReplicas: n,
+			Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: ReasonNewReplicaSetAvailable}},
+		})
+		if res, err = u.r.Reconcile(context.Background(), u.req); err != nil {
+			t.Fatal(err)
+		}
+		if n := statusWrites(); n != 1 || res.RequeueAfter != 0 {
+			t.Errorf("Ready within the grace: %d status writes, requeued after %s; want one", n, res.RequeueAfter)
+		}
+	}
+}
+
+// setDeploymentStatus replaces the cached Deployment's status, as a report
+// of the Deployment controller would.
+func setDeploymentStatus(t *testing.T, u *upToDate, rv string, st appsv1.DeploymentStatus) {
+	t.Helper()
+	d, err := u.r.Deployments.Deployments(u.req.Namespace).Get(u.req.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d = d.DeepCopy()
+	d.ResourceVersion, d.Status = rv, st
+	stored, err := handrollcache.CompactChild(d)
+	if err == nil {
+		err = u.deployments.Update(stored)
+	}
+	if err != nil {
+		t.Fatal(err)
 	}
 }

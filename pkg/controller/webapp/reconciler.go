@@ -557,8 +557,9 @@ func (r *Reconciler) deleteOwnedConfigMap(ctx context.Context, w *handrollv1.Web
 
 // updateStatus computes the status and writes it through the status
 // subresource, only when it differs from what the WebApp already shows.
-// A write that only reports progress may be held (Progress): it returns
-// how long, for the caller to requeue the WebApp.
+// A write that only reports progress may be held (Progress), and so may a
+// new WebApp's first status while its rollout goes (Progress.HoldFirst):
+// it returns how long, for the caller to requeue the WebApp.
 func (r *Reconciler) updateStatus(ctx context.Context, w *handrollv1.WebApp, obs Observed) (time.Duration, error) {
 	now := metav1.Now()
 	if r.Now != nil {
@@ -569,7 +570,9 @@ func (r *Reconciler) updateStatus(ctx context.Context, w *handrollv1.WebApp, obs
 		return 0, nil
 	}
 	owner := types.NamespacedName{Namespace: w.Namespace, Name: w.Name}
-	if held := r.Progress.Hold(owner, w.Status, status, time.Now()); held > 0 {
+	wall := time.Now()
+	if held := max(r.Progress.HoldFirst(w.CreationTimestamp.Time, w.Status, status, wall),
+		r.Progress.Hold(owner, w.Status, status, wall)); held > 0 {
 		return held, nil
 	}
 	ac := handrollac.WebApp(w.Name, w.Namespace).WithStatus(statusApplyConfiguration(status))

@@ -292,7 +292,7 @@ func run(o options) error {
 		Recorder:           mgr.GetEventRecorder("handroll"),
 		RefMetadata:        refs,
 		ConfigMapsFiltered: o.tuned,
-		Progress:           &webapp.ProgressWrites{Interval: webapp.DefaultProgressWriteInterval},
+		Progress:           &webapp.ProgressWrites{Interval: webapp.DefaultProgressWriteInterval, FirstGrace: webapp.DefaultFirstStatusGrace},
 	}
 	if err := r.SetupWithManager(ctx, mgr); err != nil {
 		return err
