@@ -39,6 +39,7 @@ import (
 // lost (leader.ErrLeaseLost).
 func start(ctx context.Context, o options) error {
 	klog.InfoS("Starting handroll", "version", version)
+	setMemoryLimit("/")
 
 	// Steps 3 to 5 — config, scheme, clients and the RESTMapper.
 	p, err := connect(o)

@@ -174,6 +174,12 @@ var pieces = []piece{
 		handroll: []string{"cmd/handroll/uninstall.go"},
 		twinNote: "none",
 	},
+	{
+		name:     "Memory limit: the Go runtime's soft limit from the container's (not in the Manager; Go sets GOMAXPROCS from the CPU limit itself)",
+		kind:     handrollOnly,
+		handroll: []string{"cmd/handroll/memlimit.go"},
+		twinNote: "none",
+	},
 }
 
 // handrollRoots are the directories searched for handroll's hand-written

@@ -6,12 +6,14 @@ import (
 	"crypto/x509"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -452,9 +454,19 @@ func checkMetrics(t *testing.T) {
 		resp.Body.Close()
 		return true, nil
 	})
+	// The Go runtime's soft memory limit is 90% of the container's.
+	dep, err := kube.AppsV1().Deployments(operatorNamespace).Get(ctx, "handroll", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := dep.Spec.Template.Spec.Containers[0].Resources.Limits.Memory()
+	wantSoft := float64(int64(float64(limit.Value()) * 0.9))
 	// Each replica answers; the Service picks one per connection, so ask a
 	// few times.
 	for range 4 {
+		if _, body := scrape("allowed"); gauge(body, "go_gc_gomemlimit_bytes") != wantSoft {
+			t.Errorf("go_gc_gomemlimit_bytes %v, want %v: 90%% of the container's limit, %s", gauge(body, "go_gc_gomemlimit_bytes"), wantSoft, limit)
+		}
 		// A standby runs no controller, and so has no workqueue series
 		// yet; both replicas make requests and take part in the election.
 		if code, body := scrape("allowed"); code != http.StatusOK || !strings.Contains(body, "\nrest_client_requests_total{") || !strings.Contains(body, "\nleader_election_master_status{") {
@@ -887,6 +899,20 @@ func dumpOperator(t *testing.T) {
 		log, _ := podLog(ctx, operatorNamespace, p.Name, "manager")
 		t.Logf("log of %s (end):\n%s", p.Name, lastLines(log, 30))
 	}
+}
+
+// gauge is the value of the unlabelled series name in a scrape, NaN when
+// it has none.
+func gauge(body, name string) float64 {
+	for line := range strings.SplitSeq(body, "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err == nil {
+				return f
+			}
+		}
+	}
+	return math.NaN()
 }
 
 func firstLines(s string, n int) string {
