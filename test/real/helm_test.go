@@ -44,13 +44,13 @@ const (
 // the WebApps first. It leaves the cluster as it found it: the kept CRD is
 // deleted at the end.
 func TestHelmInstallUpgradeUninstall(t *testing.T) {
-	helm := os.Getenv("HELM")
-	if helm == "" {
+	h := &helmRun{helm: os.Getenv("HELM")}
+	if h.helm == "" {
 		t.Fatal("HELM is not set: run make test-real, which builds helm")
 	}
-	latest := upgradedFrom(t)[0]
-	if !latest.hasChart() {
-		t.Fatalf("the latest release, %s (%s), has no chart to install", latest.Ref, latest.Commit[:12])
+	h.latest = upgradedFrom(t)[0]
+	if !h.latest.hasChart() {
+		t.Fatalf("the latest release, %s (%s), has no chart to install", h.latest.Ref, h.latest.Commit[:12])
 	}
 	makeTarget(t, "local-push", "IMG="+helmImage)
 	// A namespace made as a platform team makes one: restricted Pod Security.
@@ -60,164 +60,188 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cleanUpHelm(t, helm, helmNamespace, helmElsewhere) })
-	values := writeHelmValues(t)
+	t.Cleanup(func() { cleanUpHelm(t, h.helm, helmNamespace, helmElsewhere) })
+	h.values = writeHelmValues(t)
 
 	// The README's helm install, on the local cluster as make cluster-up
 	// leaves it: no CRD that helm would refuse to adopt.
 	checkNoCRD(t)
 
-	if !t.Run("helm install of "+latest.Ref+" into "+helmNamespace, func(t *testing.T) {
-		runHelm(t, helm, "install", "handroll", filepath.Join(latest.Dir, "charts", "handroll"), "-n", helmNamespace, "-f", values,
-			"--set", "manager.image.tag="+imageTag(latest.image))
+	if !t.Run("helm install of "+h.latest.Ref+" into "+helmNamespace, func(t *testing.T) {
+		runHelm(t, h.helm, "install", "handroll", filepath.Join(h.latest.Dir, "charts", "handroll"), "-n", helmNamespace, "-f", h.values,
+			"--set", "manager.image.tag="+imageTag(h.latest.image))
 		kubectl(t, "-n", helmNamespace, "rollout", "status", "deployment/handroll", "--timeout=180s")
 		checkInstalledIn(t, helmNamespace)
-		checkPulled(t, latest.image)
+		checkPulled(t, h.latest.image)
 	}) {
 		return
 	}
 
 	// Made here, not in a subtest, whose end would delete it.
-	app := realNamespace(t, "helm-apps", nil)
-	var before map[string]int64
-	var pods []string
-	var written []string
-	if !t.Run("a WebApp converges on the real node", func(t *testing.T) {
-		eventually(t, "creating WebApp "+app+"/shop", time.Minute, func(ctx context.Context) (bool, error) {
-			_, err := handrollClient.HandrollV1().WebApps(app).Create(ctx, &handrollv1.WebApp{
-				ObjectMeta: metav1.ObjectMeta{Name: "shop"},
-				Spec:       handrollv1.WebAppSpec{Image: demoImage, Replicas: ptr.To[int32](2), Config: map[string]string{"greeting": "hello"}},
-			}, metav1.CreateOptions{})
-			return err == nil || apierrors.IsAlreadyExists(err), err
-		})
-		written = release.CreateWritten(context.Background(), t, handrollClient, app, demoImage, 2)
-		kubectl(t, "-n", app, "wait", "--for=condition=Ready", "webapp/shop", "--timeout=120s")
-		before, pods = childGenerations(t, app, "shop"), webAppPods(t, app)
-	}) {
+	h.app = realNamespace(t, "helm-apps", nil)
+	if !t.Run("a WebApp converges on the real node", h.converge) {
 		return
 	}
-
-	t.Run("helm upgrade to this release with values changed refuses no write and rolls the operator, not the WebApp's pods", func(t *testing.T) {
-		operatorBefore := kubectl(t, "-n", helmNamespace, "get", "deployment/handroll", "-o", "jsonpath={.metadata.generation}")
-		ctx, stopWriter := context.WithCancel(context.Background())
-		defer stopWriter()
-		w := &release.Writer{Client: handrollClient, NS: app, Names: written}
-		writing := make(chan struct{})
-		go func() { defer close(writing); w.Run(ctx, 20*time.Millisecond) }()
-
-		began := time.Now()
-		runHelm(t, helm, "upgrade", "handroll", filepath.Join(root, "charts", "handroll"), "-n", helmNamespace, "-f", values,
-			"--set", "manager.logging.format=json", "--set", "manager.shards=0")
-		kubectl(t, "-n", helmNamespace, "rollout", "status", "deployment/handroll", "--timeout=180s")
-		rolledOut := time.Now()
-		if after := kubectl(t, "-n", helmNamespace, "get", "deployment/handroll", "-o", "jsonpath={.metadata.generation}"); after == operatorBefore {
-			t.Errorf("the operator's Deployment is still at generation %s: the upgrade changed nothing", after)
-		}
-		args := kubectl(t, "-n", helmNamespace, "get", "deployment/handroll", "-o", "jsonpath={.spec.template.spec.containers[0].args}")
-		if !strings.Contains(args, "--logging-format=json") {
-			t.Errorf("the upgraded operator runs with %s, want --logging-format=json", args)
-		}
-		checkInstalledIn(t, helmNamespace)
-		checkPulled(t, helmImage)
-		// The new replicas reconcile the WebApp again: nothing of it changes.
-		eventuallyUpdate(t, app, "shop", func(w *handrollv1.WebApp) {
-			if w.Annotations == nil {
-				w.Annotations = map[string]string{}
-			}
-			w.Annotations["test.handroll.dev/poke"] = time.Now().Format(time.RFC3339Nano)
-		})
-		if out, err := exec.Command(kubectlBin, "--kubeconfig="+filepath.Join(root, ".local", "kubeconfig"),
-			"-n", app, "wait", "--for=condition=Ready", "webapp/shop", "--timeout=60s").CombinedOutput(); err != nil {
-			t.Fatalf("the WebApp is not Ready after helm upgrade: %v\n%s\n%s", err, out,
-				kubectl(t, "-n", app, "get", "webapp/shop", "deployment/shop", "-o", "yaml"))
-		}
-		time.Sleep(3 * time.Second)
-		stopWriter()
-		<-writing
-		if after := childGenerations(t, app, "shop"); !mapsEqual(before, after) {
-			t.Errorf("the WebApp's children changed across helm upgrade: %v, then %v", before, after)
-		}
-		if after := webAppPods(t, app); !slices.Equal(pods, after) {
-			t.Errorf("the WebApp's pods were replaced across helm upgrade: %v, then %v", pods, after)
-		}
-		writes, conflicts, refused := w.Figures()
-		excused := checkRefusedDuring(t, latest.Release, refused, began, rolledOut)
-		t.Logf("helm upgrade from %s (%s): %d writes accepted, %d conflicts, %d refused (%d excused by test/upgrade/supported); rollout %s",
-			latest.Ref, latest.Commit[:12], writes, conflicts, len(refused), excused, rolledOut.Sub(began).Round(100*time.Millisecond))
-		if writes == 0 {
-			t.Error("the writer wrote nothing during the upgrade")
-		}
-	})
-
-	t.Run("helm uninstall keeps the WebApp, its children and its pods, and the CRD", func(t *testing.T) {
-		runHelm(t, helm, "uninstall", "handroll", "-n", helmNamespace, "--wait", "--timeout=3m")
-		checkRuntimeLeftIn(t, helmNamespace)
-		checkReleaseGone(t)
-		if _, err := handrollClient.HandrollV1().WebApps(app).Get(context.Background(), "shop", metav1.GetOptions{}); err != nil {
-			t.Errorf("the WebApp is not kept on helm uninstall: %v", err)
-		}
-		if after := childGenerations(t, app, "shop"); !mapsEqual(before, after) {
-			t.Errorf("the WebApp's children changed across helm uninstall: %v, then %v", before, after)
-		}
-		if after := webAppPods(t, app); !slices.Equal(pods, after) {
-			t.Errorf("the WebApp's pods were replaced across helm uninstall: %v, then %v", pods, after)
-		}
-		checkCRDKept(t)
-	})
-
+	t.Run("helm upgrade to this release with values changed refuses no write and rolls the operator, not the WebApp's pods", h.upgrade)
+	t.Run("helm uninstall keeps the WebApp, its children and its pods, and the CRD", h.uninstallKeeps)
 	// A new install elsewhere, as a user moving the operator does.
-	if !t.Run("an install into "+helmElsewhere+" takes the kept WebApp over and changes none of its children", func(t *testing.T) {
-		if _, err := kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-			Name:   helmElsewhere,
-			Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"},
-		}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		runHelm(t, helm, "install", "handroll", filepath.Join(root, "charts", "handroll"), "-n", helmElsewhere, "-f", values)
-		kubectl(t, "-n", helmElsewhere, "rollout", "status", "deployment/handroll", "--timeout=180s")
-		checkInstalledIn(t, helmElsewhere)
-		// The new replicas reconcile the WebApp: nothing of it changes.
-		eventuallyUpdate(t, app, "shop", func(w *handrollv1.WebApp) {
-			if w.Annotations == nil {
-				w.Annotations = map[string]string{}
-			}
-			w.Annotations["test.handroll.dev/poke"] = time.Now().Format(time.RFC3339Nano)
-		})
-		kubectl(t, "-n", app, "wait", "--for=condition=Ready", "webapp/shop", "--timeout=120s")
-		eventually(t, "the new operator lists the WebApp in its directory", time.Minute, func(ctx context.Context) (bool, error) {
-			cm, err := kube.CoreV1().ConfigMaps(helmElsewhere).Get(ctx, webapp.DirectoryName, metav1.GetOptions{})
-			return err == nil && cm.Data[webapp.DirectoryKey(app, "shop")] != "", nil
-		})
-		time.Sleep(3 * time.Second)
-		if after := childGenerations(t, app, "shop"); !mapsEqual(before, after) {
-			t.Errorf("the WebApp's children changed when the install elsewhere took it over: %v, then %v", before, after)
-		}
-		if after := webAppPods(t, app); !slices.Equal(pods, after) {
-			t.Errorf("the WebApp's pods were replaced when the install elsewhere took it over: %v, then %v", pods, after)
-		}
-	}) {
+	if !t.Run("an install into "+helmElsewhere+" takes the kept WebApp over and changes none of its children", h.installElsewhere) {
 		return
 	}
+	t.Run("with uninstall.deleteWebApps set by an upgrade, helm uninstall deletes the WebApps first and leaves only the kept CRD", h.uninstallDeletes)
+}
 
-	t.Run("with uninstall.deleteWebApps set by an upgrade, helm uninstall deletes the WebApps first and leaves only the kept CRD", func(t *testing.T) {
-		runHelm(t, helm, "upgrade", "handroll", filepath.Join(root, "charts", "handroll"), "-n", helmElsewhere, "--reuse-values",
-			"--set", "uninstall.deleteWebApps=true")
-		kubectl(t, "-n", helmElsewhere, "rollout", "status", "deployment/handroll", "--timeout=180s")
-		// The chart's pre-delete hook deletes the WebApps while the
-		// operator runs, then what the operator made as it ran.
-		runHelm(t, helm, "uninstall", "handroll", "-n", helmElsewhere, "--wait", "--timeout=3m")
-		ctx := context.Background()
-		if list, err := handrollClient.HandrollV1().WebApps(metav1.NamespaceAll).List(ctx, metav1.ListOptions{}); err != nil || len(list.Items) > 0 {
-			t.Errorf("WebApps left after helm uninstall: %d (%v)", len(list.Items), err)
-		}
-		eventually(t, "the WebApp's Deployment collected", time.Minute, func(ctx context.Context) (bool, error) {
-			_, err := kube.AppsV1().Deployments(app).Get(ctx, "shop", metav1.GetOptions{})
-			return apierrors.IsNotFound(err), nil
-		})
-		checkNothingLeftIn(t, helmElsewhere)
-		checkReleaseGone(t)
-		checkCRDKept(t)
+// helmRun is what the steps of TestHelmInstallUpgradeUninstall share: the
+// helm binary, the release installed first, the values file, and the
+// WebApp's namespace, children, pods and the WebApps the writer writes.
+type helmRun struct {
+	helm, values, app string
+	latest            *releaseImage
+	before            map[string]int64
+	pods, written     []string
+}
+
+// converge makes a WebApp on the real node and the writer's WebApps, and
+// records its children's generations and its pods.
+func (h *helmRun) converge(t *testing.T) {
+	eventually(t, "creating WebApp "+h.app+"/shop", time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := handrollClient.HandrollV1().WebApps(h.app).Create(ctx, &handrollv1.WebApp{
+			ObjectMeta: metav1.ObjectMeta{Name: "shop"},
+			Spec:       handrollv1.WebAppSpec{Image: demoImage, Replicas: ptr.To[int32](2), Config: map[string]string{"greeting": "hello"}},
+		}, metav1.CreateOptions{})
+		return err == nil || apierrors.IsAlreadyExists(err), err
 	})
+	h.written = release.CreateWritten(context.Background(), t, handrollClient, h.app, demoImage, 2)
+	kubectl(t, "-n", h.app, "wait", "--for=condition=Ready", "webapp/shop", "--timeout=120s")
+	h.before, h.pods = childGenerations(t, h.app, "shop"), webAppPods(t, h.app)
+}
+
+// upgrade upgrades to this tree's chart with values changed while the
+// writer writes: no write refused but as test/upgrade/supported excuses,
+// the operator rolled, the WebApp's children and pods not.
+func (h *helmRun) upgrade(t *testing.T) {
+	operatorBefore := kubectl(t, "-n", helmNamespace, "get", "deployment/handroll", "-o", "jsonpath={.metadata.generation}")
+	ctx, stopWriter := context.WithCancel(context.Background())
+	defer stopWriter()
+	w := &release.Writer{Client: handrollClient, NS: h.app, Names: h.written}
+	writing := make(chan struct{})
+	go func() { defer close(writing); w.Run(ctx, 20*time.Millisecond) }()
+
+	began := time.Now()
+	runHelm(t, h.helm, "upgrade", "handroll", filepath.Join(root, "charts", "handroll"), "-n", helmNamespace, "-f", h.values,
+		"--set", "manager.logging.format=json", "--set", "manager.shards=0")
+	kubectl(t, "-n", helmNamespace, "rollout", "status", "deployment/handroll", "--timeout=180s")
+	rolledOut := time.Now()
+	if after := kubectl(t, "-n", helmNamespace, "get", "deployment/handroll", "-o", "jsonpath={.metadata.generation}"); after == operatorBefore {
+		t.Errorf("the operator's Deployment is still at generation %s: the upgrade changed nothing", after)
+	}
+	args := kubectl(t, "-n", helmNamespace, "get", "deployment/handroll", "-o", "jsonpath={.spec.template.spec.containers[0].args}")
+	if !strings.Contains(args, "--logging-format=json") {
+		t.Errorf("the upgraded operator runs with %s, want --logging-format=json", args)
+	}
+	checkInstalledIn(t, helmNamespace)
+	checkPulled(t, helmImage)
+	// The new replicas reconcile the WebApp again: nothing of it changes.
+	eventuallyUpdate(t, h.app, "shop", func(w *handrollv1.WebApp) {
+		if w.Annotations == nil {
+			w.Annotations = map[string]string{}
+		}
+		w.Annotations["test.handroll.dev/poke"] = time.Now().Format(time.RFC3339Nano)
+	})
+	if out, err := exec.Command(kubectlBin, "--kubeconfig="+filepath.Join(root, ".local", "kubeconfig"),
+		"-n", h.app, "wait", "--for=condition=Ready", "webapp/shop", "--timeout=60s").CombinedOutput(); err != nil {
+		t.Fatalf("the WebApp is not Ready after helm upgrade: %v\n%s\n%s", err, out,
+			kubectl(t, "-n", h.app, "get", "webapp/shop", "deployment/shop", "-o", "yaml"))
+	}
+	time.Sleep(3 * time.Second)
+	stopWriter()
+	<-writing
+	if after := childGenerations(t, h.app, "shop"); !mapsEqual(h.before, after) {
+		t.Errorf("the WebApp's children changed across helm upgrade: %v, then %v", h.before, after)
+	}
+	if after := webAppPods(t, h.app); !slices.Equal(h.pods, after) {
+		t.Errorf("the WebApp's pods were replaced across helm upgrade: %v, then %v", h.pods, after)
+	}
+	writes, conflicts, refused := w.Figures()
+	excused := checkRefusedDuring(t, h.latest.Release, refused, began, rolledOut)
+	t.Logf("helm upgrade from %s (%s): %d writes accepted, %d conflicts, %d refused (%d excused by test/upgrade/supported); rollout %s",
+		h.latest.Ref, h.latest.Commit[:12], writes, conflicts, len(refused), excused, rolledOut.Sub(began).Round(100*time.Millisecond))
+	if writes == 0 {
+		t.Error("the writer wrote nothing during the upgrade")
+	}
+}
+
+// uninstallKeeps: helm uninstall keeps the WebApp, its children, its pods
+// and the CRD.
+func (h *helmRun) uninstallKeeps(t *testing.T) {
+	runHelm(t, h.helm, "uninstall", "handroll", "-n", helmNamespace, "--wait", "--timeout=3m")
+	checkRuntimeLeftIn(t, helmNamespace)
+	checkReleaseGone(t)
+	if _, err := handrollClient.HandrollV1().WebApps(h.app).Get(context.Background(), "shop", metav1.GetOptions{}); err != nil {
+		t.Errorf("the WebApp is not kept on helm uninstall: %v", err)
+	}
+	if after := childGenerations(t, h.app, "shop"); !mapsEqual(h.before, after) {
+		t.Errorf("the WebApp's children changed across helm uninstall: %v, then %v", h.before, after)
+	}
+	if after := webAppPods(t, h.app); !slices.Equal(h.pods, after) {
+		t.Errorf("the WebApp's pods were replaced across helm uninstall: %v, then %v", h.pods, after)
+	}
+	checkCRDKept(t)
+}
+
+// installElsewhere: an install into another namespace takes the kept
+// WebApp over and changes none of its children.
+func (h *helmRun) installElsewhere(t *testing.T) {
+	if _, err := kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name:   helmElsewhere,
+		Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"},
+	}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	runHelm(t, h.helm, "install", "handroll", filepath.Join(root, "charts", "handroll"), "-n", helmElsewhere, "-f", h.values)
+	kubectl(t, "-n", helmElsewhere, "rollout", "status", "deployment/handroll", "--timeout=180s")
+	checkInstalledIn(t, helmElsewhere)
+	// The new replicas reconcile the WebApp: nothing of it changes.
+	eventuallyUpdate(t, h.app, "shop", func(w *handrollv1.WebApp) {
+		if w.Annotations == nil {
+			w.Annotations = map[string]string{}
+		}
+		w.Annotations["test.handroll.dev/poke"] = time.Now().Format(time.RFC3339Nano)
+	})
+	kubectl(t, "-n", h.app, "wait", "--for=condition=Ready", "webapp/shop", "--timeout=120s")
+	eventually(t, "the new operator lists the WebApp in its directory", time.Minute, func(ctx context.Context) (bool, error) {
+		cm, err := kube.CoreV1().ConfigMaps(helmElsewhere).Get(ctx, webapp.DirectoryName, metav1.GetOptions{})
+		return err == nil && cm.Data[webapp.DirectoryKey(h.app, "shop")] != "", nil
+	})
+	time.Sleep(3 * time.Second)
+	if after := childGenerations(t, h.app, "shop"); !mapsEqual(h.before, after) {
+		t.Errorf("the WebApp's children changed when the install elsewhere took it over: %v, then %v", h.before, after)
+	}
+	if after := webAppPods(t, h.app); !slices.Equal(h.pods, after) {
+		t.Errorf("the WebApp's pods were replaced when the install elsewhere took it over: %v, then %v", h.pods, after)
+	}
+}
+
+// uninstallDeletes: with uninstall.deleteWebApps set by an upgrade, the
+// pre-delete hook deletes the WebApps first; only the kept CRD is left.
+func (h *helmRun) uninstallDeletes(t *testing.T) {
+	runHelm(t, h.helm, "upgrade", "handroll", filepath.Join(root, "charts", "handroll"), "-n", helmElsewhere, "--reuse-values",
+		"--set", "uninstall.deleteWebApps=true")
+	kubectl(t, "-n", helmElsewhere, "rollout", "status", "deployment/handroll", "--timeout=180s")
+	// The chart's pre-delete hook deletes the WebApps while the
+	// operator runs, then what the operator made as it ran.
+	runHelm(t, h.helm, "uninstall", "handroll", "-n", helmElsewhere, "--wait", "--timeout=3m")
+	ctx := context.Background()
+	if list, err := handrollClient.HandrollV1().WebApps(metav1.NamespaceAll).List(ctx, metav1.ListOptions{}); err != nil || len(list.Items) > 0 {
+		t.Errorf("WebApps left after helm uninstall: %d (%v)", len(list.Items), err)
+	}
+	eventually(t, "the WebApp's Deployment collected", time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := kube.AppsV1().Deployments(h.app).Get(ctx, "shop", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	checkNothingLeftIn(t, helmElsewhere)
+	checkReleaseGone(t)
+	checkCRDKept(t)
 }
 
 // checkReleaseGone: no cluster-scoped object of the chart is left but the

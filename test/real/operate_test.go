@@ -50,149 +50,180 @@ func TestOperateAsUsersDo(t *testing.T) {
 		checkLocalRunBeside(t, elsewhere)
 	})
 	t.Run("make undeploy keeps 20 WebApps in 3 namespaces, an install elsewhere takes them over, UNDEPLOY_DELETE_WEBAPPS=true removes them, then everything else", func(t *testing.T) {
-		var namespaces []string
-		for i := range 3 {
-			ns := plainNamespace(t, fmt.Sprintf("uninstall-%d", i))
-			namespaces = append(namespaces, ns)
-		}
-		var keys []string
-		for i := range 20 {
-			ns := namespaces[i%3]
-			name := fmt.Sprintf("app-%02d", i)
-			createWebApp(t, ns, name, nil)
-			keys = append(keys, webapp.DirectoryKey(ns, name))
-		}
-		eventually(t, "the directory lists the 20 WebApps", 2*time.Minute, func(ctx context.Context) (bool, error) {
-			cm, err := kube.CoreV1().ConfigMaps(elsewhere).Get(ctx, webapp.DirectoryName, metav1.GetOptions{})
-			if err != nil {
-				return false, err
-			}
-			for _, k := range keys {
-				if _, ok := cm.Data[k]; !ok {
-					return false, fmt.Errorf("no %s in %v", k, cm.Data)
-				}
-			}
-			return true, nil
-		})
-		children := map[string]types.UID{}
-		generations := map[string]int64{}
-		for i := range 20 {
-			ns, name := namespaces[i%3], fmt.Sprintf("app-%02d", i)
-			eventually(t, "Deployment "+ns+"/"+name, 2*time.Minute, func(ctx context.Context) (bool, error) {
-				d, err := kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
-				if err != nil {
-					return false, nil //nolint:nilerr // not made yet: poll again until the timeout
-				}
-				children[ns+"/"+name], generations[ns+"/"+name] = d.UID, d.Generation
-				return true, nil
-			})
-		}
-
-		// By default the WebApps, their workloads and the CRD are kept.
-		out := makeTarget(t, "undeploy", "KUSTOMIZE_DIR="+overlay)
-		if !strings.Contains(out, "kept") {
-			t.Errorf("make undeploy does not say what it kept:\n%s", out)
-		}
-		eventually(t, "the operator in "+elsewhere+" is gone", 3*time.Minute, func(ctx context.Context) (bool, error) {
-			_, err := kube.CoreV1().Namespaces().Get(ctx, elsewhere, metav1.GetOptions{})
-			return apierrors.IsNotFound(err), nil
-		})
-		kept := 0
-		for _, ns := range namespaces {
-			list, err := handrollClient.HandrollV1().WebApps(ns).List(context.Background(), metav1.ListOptions{})
-			if err != nil {
-				t.Fatalf("after make undeploy, listing the WebApps of %s: %v", ns, err)
-			}
-			kept += len(list.Items)
-		}
-		if kept != 20 {
-			t.Fatalf("after make undeploy: %d WebApps, want the 20 kept", kept)
-		}
-
-		// An install into another namespace takes them over, changing no child.
-		makeTarget(t, "deploy", "IMG="+firstImage)
-		checkInstalledIn(t, operatorNamespace)
-		eventually(t, "the new operator's directory lists the 20 WebApps", 2*time.Minute, func(ctx context.Context) (bool, error) {
-			cm, err := kube.CoreV1().ConfigMaps(operatorNamespace).Get(ctx, webapp.DirectoryName, metav1.GetOptions{})
-			if err != nil {
-				return false, nil //nolint:nilerr // not written yet: poll again until the timeout
-			}
-			for _, k := range keys {
-				if _, ok := cm.Data[k]; !ok {
-					return false, nil
-				}
-			}
-			return true, nil
-		})
-		for key, uid := range children {
-			ns, name, _ := strings.Cut(key, "/")
-			d, err := kube.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
-			if err != nil || d.UID != uid || d.Generation != generations[key] {
-				t.Errorf("Deployment %s changed when the install took its WebApp over: %v (uid %s, generation %d; was %s, %d)",
-					key, err, d.UID, d.Generation, uid, generations[key])
-			}
-		}
-
-		out = makeTarget(t, "undeploy", "UNDEPLOY_DELETE_WEBAPPS=true")
+		kept := createKeptWebApps(t)
+		checkUndeployKeeps(t, overlay, kept.namespaces)
+		checkInstallTakesOver(t, kept)
+		out := makeTarget(t, "undeploy", "UNDEPLOY_DELETE_WEBAPPS=true")
 		if strings.Contains(out, "removing their finalizers") {
 			t.Errorf("with the operator running, make undeploy had to remove finalizers:\n%s", out)
 		}
 		assertNothingLeft(t, operatorNamespace)
 	})
-	t.Run("the installer, then make undeploy with the operator gone", func(t *testing.T) {
-		installer := filepath.Join(root, ".local", "test-real", "install.yaml")
-		makeTarget(t, "build-installer", "IMG="+firstImage, "KUSTOMIZE_DIR=manifests/local", "INSTALLER="+installer)
-		kubectl(t, "apply", "--server-side", "-f", installer)
-		kubectl(t, "-n", operatorNamespace, "rollout", "status", "deployment/handroll", "--timeout=180s")
-		checkInstalledIn(t, operatorNamespace)
-		ns := plainNamespace(t, "stranded")
-		createWebApp(t, ns, "plain", nil)
-		createWebApp(t, ns, "restored", nil)
-		// Another tool's finalizer, which no handroll removes.
-		createWebApp(t, ns, "foreign", []string{"example.com/keep"})
-		kubectl(t, "-n", operatorNamespace, "scale", "deployment/handroll", "--replicas=0")
-		eventually(t, "the operator's pods are gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
-			pods, err := kube.CoreV1().Pods(operatorNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=handroll"})
-			return err == nil && len(pods.Items) == 0, err
-		})
-		// Restored from a backup of an older version, with the finalizer
-		// it set, while no operator runs to strip it (a finalizer change
-		// passes the webhooks' matchConditions).
-		kubectl(t, "-n", ns, "patch", "webapps.handroll.dev", "restored", "--type=merge", "-p", `{"metadata":{"finalizers":["handroll.dev/directory"]}}`)
-		// handroll's own finalizer goes; the other tool's stays, and the
-		// uninstall stops, naming what holds what, before it removes
-		// anything of the operator's.
-		out, err := runMake("undeploy", "UNDEPLOY_DELETE_WEBAPPS=true")
-		if err == nil {
-			t.Errorf("make undeploy succeeded with a WebApp another tool holds:\n%s", out)
+	t.Run("the installer, then make undeploy with the operator gone", checkUndeployWithTheOperatorGone)
+}
+
+// keptWebApps are the WebApps an uninstall is to keep: where they are,
+// their directory keys, and their Deployments' uids and generations.
+type keptWebApps struct {
+	namespaces  []string
+	keys        []string
+	children    map[string]types.UID
+	generations map[string]int64
+}
+
+// createKeptWebApps makes 20 WebApps in 3 namespaces and waits for the
+// operator in elsewhere to list them and make their Deployments.
+func createKeptWebApps(t *testing.T) keptWebApps {
+	t.Helper()
+	var namespaces []string
+	for i := range 3 {
+		ns := plainNamespace(t, fmt.Sprintf("uninstall-%d", i))
+		namespaces = append(namespaces, ns)
+	}
+	var keys []string
+	for i := range 20 {
+		ns := namespaces[i%3]
+		name := fmt.Sprintf("app-%02d", i)
+		createWebApp(t, ns, name, nil)
+		keys = append(keys, webapp.DirectoryKey(ns, name))
+	}
+	eventually(t, "the directory lists the 20 WebApps", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		cm, err := kube.CoreV1().ConfigMaps(elsewhere).Get(ctx, webapp.DirectoryName, metav1.GetOptions{})
+		if err != nil {
+			return false, err
 		}
-		for _, want := range []string{ns + "/foreign (held by the finalizer(s) example.com/keep", "UNDEPLOY_FORCE_FINALIZERS"} {
-			if !strings.Contains(out, want) {
-				t.Errorf("make undeploy does not say %q:\n%s", want, out)
+		for _, k := range keys {
+			if _, ok := cm.Data[k]; !ok {
+				return false, fmt.Errorf("no %s in %v", k, cm.Data)
 			}
 		}
-		t.Logf("make undeploy, the other tool's finalizer on: %v\n%s", err, out)
-		for name, want := range map[string][]string{"plain": nil, "restored": nil, "foreign": {"example.com/keep"}} {
-			w, err := handrollClient.HandrollV1().WebApps(ns).Get(context.Background(), name, metav1.GetOptions{})
-			switch {
-			case want == nil && !apierrors.IsNotFound(err):
-				t.Errorf("WebApp %s/%s is left: %v", ns, name, err)
-			case want != nil && err != nil:
-				t.Errorf("WebApp %s/%s: %v", ns, name, err)
-			case want != nil && !slices.Equal(slices.DeleteFunc(w.Finalizers, func(f string) bool { return f == metav1.FinalizerDeleteDependents }), want):
-				t.Errorf("WebApp %s/%s has the finalizers %v, want %v", ns, name, w.Finalizers, want)
-			}
-		}
-		if _, err := kube.AppsV1().Deployments(operatorNamespace).Get(context.Background(), "handroll", metav1.GetOptions{}); err != nil {
-			t.Errorf("make undeploy removed the operator before the WebApps were gone: %v", err)
-		}
-		// The user decides to skip the other tool's clean-up.
-		out = makeTarget(t, "undeploy", "UNDEPLOY_DELETE_WEBAPPS=true", "UNDEPLOY_FORCE_FINALIZERS=true")
-		if !strings.Contains(out, "example.com/keep") {
-			t.Errorf("make undeploy UNDEPLOY_FORCE_FINALIZERS=true does not name the finalizer it removed:\n%s", out)
-		}
-		assertNothingLeft(t, operatorNamespace)
+		return true, nil
 	})
+	children := map[string]types.UID{}
+	generations := map[string]int64{}
+	for i := range 20 {
+		ns, name := namespaces[i%3], fmt.Sprintf("app-%02d", i)
+		eventually(t, "Deployment "+ns+"/"+name, 2*time.Minute, func(ctx context.Context) (bool, error) {
+			d, err := kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, nil //nolint:nilerr // not made yet: poll again until the timeout
+			}
+			children[ns+"/"+name], generations[ns+"/"+name] = d.UID, d.Generation
+			return true, nil
+		})
+	}
+	return keptWebApps{namespaces: namespaces, keys: keys, children: children, generations: generations}
+}
+
+// checkUndeployKeeps: by default make undeploy keeps the WebApps, their
+// workloads and the CRD, and says so.
+func checkUndeployKeeps(t *testing.T, overlay string, namespaces []string) {
+	t.Helper()
+	out := makeTarget(t, "undeploy", "KUSTOMIZE_DIR="+overlay)
+	if !strings.Contains(out, "kept") {
+		t.Errorf("make undeploy does not say what it kept:\n%s", out)
+	}
+	eventually(t, "the operator in "+elsewhere+" is gone", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := kube.CoreV1().Namespaces().Get(ctx, elsewhere, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	kept := 0
+	for _, ns := range namespaces {
+		list, err := handrollClient.HandrollV1().WebApps(ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatalf("after make undeploy, listing the WebApps of %s: %v", ns, err)
+		}
+		kept += len(list.Items)
+	}
+	if kept != 20 {
+		t.Fatalf("after make undeploy: %d WebApps, want the 20 kept", kept)
+	}
+}
+
+// checkInstallTakesOver: an install into another namespace takes the kept
+// WebApps over, changing no child.
+func checkInstallTakesOver(t *testing.T, kept keptWebApps) {
+	t.Helper()
+	makeTarget(t, "deploy", "IMG="+firstImage)
+	checkInstalledIn(t, operatorNamespace)
+	eventually(t, "the new operator's directory lists the 20 WebApps", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		cm, err := kube.CoreV1().ConfigMaps(operatorNamespace).Get(ctx, webapp.DirectoryName, metav1.GetOptions{})
+		if err != nil {
+			return false, nil //nolint:nilerr // not written yet: poll again until the timeout
+		}
+		for _, k := range kept.keys {
+			if _, ok := cm.Data[k]; !ok {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	for key, uid := range kept.children {
+		ns, name, _ := strings.Cut(key, "/")
+		d, err := kube.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil || d.UID != uid || d.Generation != kept.generations[key] {
+			t.Errorf("Deployment %s changed when the install took its WebApp over: %v (uid %s, generation %d; was %s, %d)",
+				key, err, d.UID, d.Generation, uid, kept.generations[key])
+		}
+	}
+}
+
+// checkUndeployWithTheOperatorGone: install.yaml, then make undeploy with
+// the operator scaled to zero: handroll's own finalizer goes, another
+// tool's stops the uninstall, naming it, until the user forces it.
+func checkUndeployWithTheOperatorGone(t *testing.T) {
+	installer := filepath.Join(root, ".local", "test-real", "install.yaml")
+	makeTarget(t, "build-installer", "IMG="+firstImage, "KUSTOMIZE_DIR=manifests/local", "INSTALLER="+installer)
+	kubectl(t, "apply", "--server-side", "-f", installer)
+	kubectl(t, "-n", operatorNamespace, "rollout", "status", "deployment/handroll", "--timeout=180s")
+	checkInstalledIn(t, operatorNamespace)
+	ns := plainNamespace(t, "stranded")
+	createWebApp(t, ns, "plain", nil)
+	createWebApp(t, ns, "restored", nil)
+	// Another tool's finalizer, which no handroll removes.
+	createWebApp(t, ns, "foreign", []string{"example.com/keep"})
+	kubectl(t, "-n", operatorNamespace, "scale", "deployment/handroll", "--replicas=0")
+	eventually(t, "the operator's pods are gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		pods, err := kube.CoreV1().Pods(operatorNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=handroll"})
+		return err == nil && len(pods.Items) == 0, err
+	})
+	// Restored from a backup of an older version, with the finalizer
+	// it set, while no operator runs to strip it (a finalizer change
+	// passes the webhooks' matchConditions).
+	kubectl(t, "-n", ns, "patch", "webapps.handroll.dev", "restored", "--type=merge", "-p", `{"metadata":{"finalizers":["handroll.dev/directory"]}}`)
+	// handroll's own finalizer goes; the other tool's stays, and the
+	// uninstall stops, naming what holds what, before it removes
+	// anything of the operator's.
+	out, err := runMake("undeploy", "UNDEPLOY_DELETE_WEBAPPS=true")
+	if err == nil {
+		t.Errorf("make undeploy succeeded with a WebApp another tool holds:\n%s", out)
+	}
+	for _, want := range []string{ns + "/foreign (held by the finalizer(s) example.com/keep", "UNDEPLOY_FORCE_FINALIZERS"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("make undeploy does not say %q:\n%s", want, out)
+		}
+	}
+	t.Logf("make undeploy, the other tool's finalizer on: %v\n%s", err, out)
+	for name, want := range map[string][]string{"plain": nil, "restored": nil, "foreign": {"example.com/keep"}} {
+		w, err := handrollClient.HandrollV1().WebApps(ns).Get(context.Background(), name, metav1.GetOptions{})
+		switch {
+		case want == nil && !apierrors.IsNotFound(err):
+			t.Errorf("WebApp %s/%s is left: %v", ns, name, err)
+		case want != nil && err != nil:
+			t.Errorf("WebApp %s/%s: %v", ns, name, err)
+		case want != nil && !slices.Equal(slices.DeleteFunc(w.Finalizers, func(f string) bool { return f == metav1.FinalizerDeleteDependents }), want):
+			t.Errorf("WebApp %s/%s has the finalizers %v, want %v", ns, name, w.Finalizers, want)
+		}
+	}
+	if _, err := kube.AppsV1().Deployments(operatorNamespace).Get(context.Background(), "handroll", metav1.GetOptions{}); err != nil {
+		t.Errorf("make undeploy removed the operator before the WebApps were gone: %v", err)
+	}
+	// The user decides to skip the other tool's clean-up.
+	out = makeTarget(t, "undeploy", "UNDEPLOY_DELETE_WEBAPPS=true", "UNDEPLOY_FORCE_FINALIZERS=true")
+	if !strings.Contains(out, "example.com/keep") {
+		t.Errorf("make undeploy UNDEPLOY_FORCE_FINALIZERS=true does not name the finalizer it removed:\n%s", out)
+	}
+	assertNothingLeft(t, operatorNamespace)
 }
 
 // checkInstalledIn: the operator's own objects are in ns, its serving

@@ -68,23 +68,7 @@ func TestOperatorInRealContainers(t *testing.T) {
 	t.Run("the node pulled the image from the local registry", func(t *testing.T) {
 		checkPulled(t, firstImage)
 	})
-	t.Run("replicas run as real containers under restricted Pod Security", func(t *testing.T) {
-		pods := operatorPods(t, 2)
-		for _, p := range pods {
-			checkRealContainer(t, p)
-		}
-		// Pod Security is enforced: a privileged pod is refused.
-		_, err := kube.CoreV1().Pods(operatorNamespace).Create(context.Background(), &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: "privileged"},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{
-				Name: "c", Image: demoImage,
-				SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
-			}}},
-		}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		if err == nil || !strings.Contains(err.Error(), "restricted") {
-			t.Errorf("a privileged pod in %s: %v, want Pod Security's restricted refusal", operatorNamespace, err)
-		}
-	})
+	t.Run("replicas run as real containers under restricted Pod Security", checkRestricted)
 	t.Run("rest.InClusterConfig is the source", func(t *testing.T) {
 		for _, p := range operatorPods(t, 2) {
 			log, err := podLog(context.Background(), operatorNamespace, p.Name, "manager")
@@ -129,19 +113,44 @@ func TestOperatorInRealContainers(t *testing.T) {
 	})
 	t.Run("no two replicas ever reconciled at once", func(t *testing.T) {
 		journals.stop()
-		intervals := journals.intervals(t)
-		replicas := map[string]bool{}
-		for _, iv := range intervals {
-			replicas[iv.Replica] = true
-		}
-		if overlaps := operator.Overlapping(intervals); len(overlaps) > 0 {
-			t.Errorf("%d overlapping reconciles, the first: %s", len(overlaps), overlaps[0])
-		}
-		t.Logf("%d reconciles by %d replica processes, none overlapping", len(intervals), len(replicas))
-		if len(replicas) < 2 {
-			t.Errorf("the journals show %d replica processes, want the leaders before and after the update and the kill", len(replicas))
-		}
+		checkNoOverlap(t, journals.intervals(t))
 	})
+}
+
+// checkRestricted: both replicas run as real containers, and Pod Security
+// is enforced in their namespace: a privileged pod is refused.
+func checkRestricted(t *testing.T) {
+	for _, p := range operatorPods(t, 2) {
+		checkRealContainer(t, p)
+	}
+	_, err := kube.CoreV1().Pods(operatorNamespace).Create(context.Background(), &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "privileged"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "c", Image: demoImage,
+			SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
+		}}},
+	}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	if err == nil || !strings.Contains(err.Error(), "restricted") {
+		t.Errorf("a privileged pod in %s: %v, want Pod Security's restricted refusal", operatorNamespace, err)
+	}
+}
+
+// checkNoOverlap: the journals of every replica process show no two
+// reconciles at once, and more than one process (the leaders before and
+// after the update and the kill).
+func checkNoOverlap(t *testing.T, intervals []operator.ReconcileInterval) {
+	t.Helper()
+	replicas := map[string]bool{}
+	for _, iv := range intervals {
+		replicas[iv.Replica] = true
+	}
+	if overlaps := operator.Overlapping(intervals); len(overlaps) > 0 {
+		t.Errorf("%d overlapping reconciles, the first: %s", len(overlaps), overlaps[0])
+	}
+	t.Logf("%d reconciles by %d replica processes, none overlapping", len(intervals), len(replicas))
+	if len(replicas) < 2 {
+		t.Errorf("the journals show %d replica processes, want the leaders before and after the update and the kill", len(replicas))
+	}
 }
 
 // writeJournalOverlay writes a kustomization over manifests/local that adds
