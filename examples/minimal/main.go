@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -43,10 +44,7 @@ func main() {
 	go func() { <-ctx.Done(); stop() }()
 
 	// ctrl.GetConfigOrDie and the cluster's clients.
-	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
-	check(err)
-	kube := kubernetes.NewForConfigOrDie(cfg)
-	handroll := clientset.NewForConfigOrDie(cfg)
+	cfg, kube, handroll := newClients(*kubeconfig)
 
 	// The Manager's cache: one informer per kind, in every namespace,
 	// resynced every 10 hours (cache.Options.SyncPeriod's default).
@@ -97,16 +95,7 @@ func main() {
 	// mgr.Start: the HTTP server, then the caches, synced, then the
 	// election; the controller runs only on the leader. A server that fails
 	// stops everything, as a failing runnable stops the Manager.
-	check(metrics.Listen())
-	serverCtx, stopServer := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() {
-		err := metrics.Serve(serverCtx, 30*time.Second)
-		served <- err
-		if err != nil {
-			stop()
-		}
-	}()
+	stopServer, served := serveMetrics(metrics, stop)
 	stopCaches := make(chan struct{})
 	kubeInformers.Start(stopCaches)
 	handrollInformers.Start(stopCaches)
@@ -125,6 +114,34 @@ func main() {
 	handrollInformers.Shutdown()
 	stopServer()
 	check(<-served)
+}
+
+// newClients loads the config from --kubeconfig, else in-cluster, and makes
+// a clientset for Kubernetes' types and one for handroll's.
+func newClients(kubeconfig string) (*rest.Config, *kubernetes.Clientset, *clientset.Clientset) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	check(err)
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	handroll := clientset.NewForConfigOrDie(cfg)
+	return cfg, kube, handroll
+}
+
+// serveMetrics binds the metrics server's port, so that a port taken fails
+// before anything else starts, and serves until the returned func is
+// called; the channel then says how the server ended. A server that fails
+// calls stop.
+func serveMetrics(metrics *server.Server, stop context.CancelFunc) (context.CancelFunc, <-chan error) {
+	check(metrics.Listen())
+	serverCtx, stopServer := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() {
+		err := metrics.Serve(serverCtx, 30*time.Second)
+		served <- err
+		if err != nil {
+			stop()
+		}
+	}()
+	return stopServer, served
 }
 
 func check(err error) {

@@ -300,6 +300,30 @@ func WriteArchive(w io.Writer, idx v1.ImageIndex, annotations map[string]string,
 		return err
 	}
 	indexDigest := add(rawIndex)
+	if err := addImages(idx, add); err != nil {
+		return err
+	}
+
+	top, err := json.Marshal(v1.IndexManifest{
+		SchemaVersion: 2,
+		MediaType:     types.OCIImageIndex,
+		Manifests: []v1.Descriptor{{
+			MediaType:   types.OCIImageIndex,
+			Size:        int64(len(rawIndex)),
+			Digest:      indexDigest,
+			Annotations: annotations,
+		}},
+	})
+	if err != nil {
+		return err
+	}
+	return writeLayout(w, top, blobs, mtime)
+}
+
+// addImages adds the manifest, config and compressed layers of each of
+// idx's images, and fails when a manifest or layer does not hash to the
+// digest that names it: the archive must hold the blobs its manifests cite.
+func addImages(idx v1.ImageIndex, add func([]byte) v1.Hash) error {
 	manifest, err := idx.IndexManifest()
 	if err != nil {
 		return err
@@ -344,21 +368,13 @@ func WriteArchive(w io.Writer, idx v1.ImageIndex, annotations map[string]string,
 			}
 		}
 	}
+	return nil
+}
 
-	top, err := json.Marshal(v1.IndexManifest{
-		SchemaVersion: 2,
-		MediaType:     types.OCIImageIndex,
-		Manifests: []v1.Descriptor{{
-			MediaType:   types.OCIImageIndex,
-			Size:        int64(len(rawIndex)),
-			Digest:      indexDigest,
-			Annotations: annotations,
-		}},
-	})
-	if err != nil {
-		return err
-	}
-
+// writeLayout writes the tar of WriteArchive: the directories, index.json
+// (top), oci-layout and the blobs, sorted by name, every header with mtime
+// and fixed modes, so that the same index gives the same bytes.
+func writeLayout(w io.Writer, top []byte, blobs map[v1.Hash][]byte, mtime time.Time) error {
 	type entry struct {
 		name string
 		data []byte // nil: a directory

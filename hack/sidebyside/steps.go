@@ -54,11 +54,11 @@ var pairs = []pair{
 			"(its comments `// Step N —` and its errors name them): `connect` does steps 3 to 5, `process.serve` step 6, " +
 			"`process.events` step 7, and `runLeader` steps 8 to 12 for the single leader's one scope (`cmd/handroll/scope.go`; " +
 			"with --shards, `cmd/handroll/sharded.go` runs one scope per range); steps 1 and 2 are in `cmd/handroll/main.go`. " +
-			"The twin's `run` sets the options of the same pieces and hands them to `ctrl.NewManager`; " +
+			"The twin's `run` sets the options of the same pieces (`managerOptions`) and hands them to `ctrl.NewManager`; " +
 			"each of that call's fields is shown in the step it configures, and counted there.",
 		piece:      "Start sequence",
 		pieceLabel: "all of `cmd/handroll/`, with config.go, events.go, signals.go and webhooks.go, which the steps call",
-		options:    &optionsLiteral{file: twinMain, fn: "run", typ: "ctrl.Options"},
+		options:    &optionsLiteral{file: twinMain, fn: "options.managerOptions", typ: "ctrl.Options"},
 		steps: []step{
 			{
 				title: "1. Flags",
@@ -98,8 +98,9 @@ var pairs = []pair{
 					note: "`loadConfig`, `resolveNamespaces` and `localWebhooks` are in `cmd/handroll/config.go`.",
 				},
 				twin: side{parts: []part{
-					stmts(twinMain, "run", "", "o.kubeAPIQPS > 0"),
-					stmts(twinMain, "run", `o.operatorNamespace == ""`, "ours := labels.SelectorFromSet("),
+					stmts(twinMain, "run", "", "scheme.New("),
+					stmts(twinMain, "restConfigs", "", "o.kubeAPIQPS > 0"),
+					stmts(twinMain, "run", `o.operatorNamespace == ""`, "o.managerOptions("),
 				}},
 			},
 			{
@@ -119,7 +120,7 @@ var pairs = []pair{
 					whole(hrStart, "withOwnBucket"),
 				}},
 				twin: side{
-					parts: []part{stmts(twinMain, "run", "o.kubeAPIQPS > 0", "scheme.New(")},
+					parts: []part{stmts(twinMain, "restConfigs", "o.kubeAPIQPS > 0", "")},
 					note:  "`ctrl.NewManager` makes the client, the API reader and the RESTMapper; the twin gives the process one rate limiter and leader election its own.",
 				},
 			},
@@ -141,7 +142,7 @@ var pairs = []pair{
 				},
 				twin: side{
 					parts: []part{
-						stmts(twinMain, "run", "metricsserver.Options{", "ctrl.NewManager("),
+						stmts(twinMain, "options.managerOptions", "metricsserver.Options{", "return ctrl.Options{"),
 						stmts(twinMain, "run", "mgr.AddHealthzCheck(", "mgr.AddReadyzCheck("),
 					},
 					fields: []string{"Metrics", "HealthProbeBindAddress", "PprofBindAddress"},
@@ -169,9 +170,10 @@ var pairs = []pair{
 				}},
 				twin: side{
 					parts: []part{
-						stmts(twinMain, "run", "ours := labels.SelectorFromSet(", "controllers := config.Controller{"),
-						stmts(twinMain, "run", "configMaps.Label = ours", "leaseNamespace :="),
-						stmts(twinMain, "run", "var refs cache.Cache", "mgr.AddHealthzCheck("),
+						stmts(twinMain, "options.managerOptions", "ours := labels.SelectorFromSet(", "controllers := config.Controller{"),
+						stmts(twinMain, "options.managerOptions", "configMaps.Label = ours", "leaseNamespace :="),
+						stmts(twinMain, "run", "o.refMetadataCache(", "mgr.AddHealthzCheck("),
+						whole(twinMain, "options.refMetadataCache"),
 						stmts(twinMain, "run", "mgr.AddReadyzCheck(", "ctrl.SetupSignalHandler("),
 						whole(twinMain, "managerCache"),
 						whole(twinMain, "managerCache.GetCache"),
@@ -192,7 +194,7 @@ var pairs = []pair{
 				}},
 				twin: side{
 					parts: []part{
-						stmts(twinMain, "run", "controllers := config.Controller{", "configMaps.Label = ours"),
+						stmts(twinMain, "options.managerOptions", "controllers := config.Controller{", "configMaps.Label = ours"),
 						stmts(twinMain, "run", "r := &WebAppReconciler{", "mgr.Start("),
 					},
 					fields: []string{"Controller"},
@@ -203,8 +205,11 @@ var pairs = []pair{
 				does:     "The twin's one call that builds the pieces of steps 3 to 9 and the elector of step 11 from their options.",
 				handroll: side{note: "None: each step builds its own piece."},
 				twin: side{
-					parts: []part{stmts(twinMain, "run", "ctrl.NewManager(", "var refs cache.Cache")},
-					note:  "Its fields are counted in the steps that show them.",
+					parts: []part{
+						stmts(twinMain, "run", "o.managerOptions(", "o.refMetadataCache("),
+						stmts(twinMain, "options.managerOptions", "return ctrl.Options{", ""),
+					},
+					note: "Its fields are counted in the steps that show them.",
 				},
 			},
 			{
@@ -229,7 +234,7 @@ var pairs = []pair{
 					whole(hrStart, "runControllers"),
 				}},
 				twin: side{
-					parts: []part{stmts(twinMain, "run", "leaseNamespace :=", "metricsserver.Options{")},
+					parts: []part{stmts(twinMain, "options.managerOptions", "leaseNamespace :=", "metricsserver.Options{")},
 					fields: []string{
 						"LeaderElection", "LeaderElectionResourceLock", "LeaderElectionConfig", "LeaderElectionID",
 						"LeaderElectionNamespace", "LeaderElectionReleaseOnCancel", "LeaseDuration", "RenewDeadline", "RetryPeriod",

@@ -19,6 +19,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/util/flowcontrol"
@@ -133,27 +134,10 @@ func main() {
 }
 
 func run(o options) error {
-	cfg, err := ctrl.GetConfig()
+	cfg, leaderCfg, err := restConfigs(o)
 	if err != nil {
 		return err
 	}
-	cfg.QPS, cfg.Burst, cfg.Timeout = o.kubeAPIQPS, o.kubeAPIBurst, o.kubeAPITimeout
-	// One bucket for the process, as handroll has: controller-runtime's
-	// client otherwise builds a REST client, and so a token bucket, per
-	// resource type, which multiplies the rate the flags name. Leader
-	// election gets a bucket of its own, as in handroll: renewals must not
-	// queue behind reconciles (the Manager would copy the shared one).
-	if o.kubeAPIQPS > 0 {
-		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(o.kubeAPIQPS, o.kubeAPIBurst)
-	}
-	// handroll asks for no gzip (--kube-api-compression=false); a scaffolded
-	// operator takes client-go's default, and the API server gzips its
-	// watch streams.
-	if o.tuned {
-		cfg.DisableCompression = true
-	}
-	leaderCfg := rest.CopyConfig(cfg)
-	leaderCfg.RateLimiter = nil
 	s, err := scheme.New()
 	if err != nil {
 		return err
@@ -165,101 +149,14 @@ func run(o options) error {
 		o.operatorNamespace = leader.DefaultNamespace()
 	}
 
-	// Deployments and Services are cached only when labelled as ours;
-	// ConfigMaps whole, because a spec.configMapRef names one of the
-	// user's, unless --tuned moves those to a metadata-only cache of their
-	// own (refs below) and the typed ConfigMaps are filtered too. The
-	// directory lives in the operator's namespace: when --namespaces leaves
-	// it out, its labelled ConfigMaps are cached too.
-	ours := labels.SelectorFromSet(labels.Set{webapp.LabelManagedBy: webapp.ManagedBy})
-	var namespaces map[string]cache.Config
-	configMaps := cache.ByObject{}
-	transform := cache.TransformStripManagedFields()
-	// With warm-up every controller starts its sources, and so its
-	// informers, on a standby, as handroll's warm standby fills its caches;
-	// without it a standby holds only the informers made before mgr.Start
-	// (the WebApps', by IndexField).
-	controllers := config.Controller{
-		MaxConcurrentReconciles: o.maxConcurrentReconciles,
-		CacheSyncTimeout:        o.cacheSyncTimeout,
-		EnableWarmup:            &o.warmup,
-	}
-	if o.tuned {
-		configMaps.Label = ours
-		// kubectl's last-applied annotation repeats the whole object, data
-		// included: handroll's transform drops it with managedFields.
-		transform = handrollcache.StripForCache
-	}
-	if len(o.namespaces) > 0 {
-		namespaces = map[string]cache.Config{}
-		for _, ns := range o.namespaces {
-			namespaces[ns] = cache.Config{}
-		}
-		if _, ok := namespaces[o.operatorNamespace]; !ok {
-			configMaps.Namespaces = maps.Clone(namespaces)
-			configMaps.Namespaces[o.operatorNamespace] = cache.Config{LabelSelector: ours}
-		}
-	}
-	leaseNamespace := o.leader.LeaseNamespace
-	if leaseNamespace == "" {
-		leaseNamespace = o.operatorNamespace
-	}
-	metrics := metricsserver.Options{BindAddress: o.metricsAddr}
-	if o.metricsSecure {
-		metrics.SecureServing = true
-		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
-	}
-
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: s,
-		Cache: cache.Options{
-			DefaultNamespaces: namespaces,
-			ByObject: map[client.Object]cache.ByObject{
-				&appsv1.Deployment{}: {Label: ours},
-				&corev1.Service{}:    {Label: ours},
-				&corev1.ConfigMap{}:  configMaps,
-			},
-			DefaultTransform: transform,
-			SyncPeriod:       &o.syncPeriod,
-		},
-		LeaderElection:                o.leader.Enabled,
-		LeaderElectionResourceLock:    resourcelock.LeasesResourceLock,
-		LeaderElectionConfig:          leaderCfg,
-		LeaderElectionID:              o.leader.LeaseName,
-		LeaderElectionNamespace:       leaseNamespace,
-		LeaderElectionReleaseOnCancel: o.leader.ReleaseOnCancel,
-		LeaseDuration:                 &o.leader.LeaseDuration,
-		RenewDeadline:                 &o.leader.RenewDeadline,
-		RetryPeriod:                   &o.leader.RetryPeriod,
-		Metrics:                       metrics,
-		HealthProbeBindAddress:        o.healthAddr,
-		PprofBindAddress:              o.pprofAddr,
-		GracefulShutdownTimeout:       &o.shutdownTimeout,
-		Controller:                    controllers,
-	})
+	opts := o.managerOptions(s, leaderCfg)
+	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		return err
 	}
-	// The user's ConfigMaps as metadata only, every one in the watched
-	// namespaces: not builder.WatchesMetadata, whose informer would live in
-	// the manager's cache, where ByObject (one entry per GVK, typed and
-	// metadata alike) applies the ConfigMap label filter above.
-	var refs cache.Cache
-	if o.tuned {
-		refs, err = cache.New(cfg, cache.Options{
-			HTTPClient:        mgr.GetHTTPClient(),
-			Scheme:            s,
-			Mapper:            mgr.GetRESTMapper(),
-			DefaultNamespaces: namespaces,
-			DefaultTransform:  transform,
-			SyncPeriod:        &o.syncPeriod,
-		})
-		if err != nil {
-			return err
-		}
-		if err := mgr.Add(managerCache{refs}); err != nil {
-			return err
-		}
+	refs, err := o.refMetadataCache(cfg, s, mgr, opts.Cache)
+	if err != nil {
+		return err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
@@ -307,6 +204,136 @@ func run(o options) error {
 		return err
 	}
 	return mgr.Start(ctx)
+}
+
+// restConfigs loads the rest.Config with the client flags' limits, and the
+// copy leader election uses.
+func restConfigs(o options) (cfg, leaderCfg *rest.Config, err error) {
+	cfg, err = ctrl.GetConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg.QPS, cfg.Burst, cfg.Timeout = o.kubeAPIQPS, o.kubeAPIBurst, o.kubeAPITimeout
+	// One bucket for the process, as handroll has: controller-runtime's
+	// client otherwise builds a REST client, and so a token bucket, per
+	// resource type, which multiplies the rate the flags name. Leader
+	// election gets a bucket of its own, as in handroll: renewals must not
+	// queue behind reconciles (the Manager would copy the shared one).
+	if o.kubeAPIQPS > 0 {
+		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(o.kubeAPIQPS, o.kubeAPIBurst)
+	}
+	// handroll asks for no gzip (--kube-api-compression=false); a scaffolded
+	// operator takes client-go's default, and the API server gzips its
+	// watch streams.
+	if o.tuned {
+		cfg.DisableCompression = true
+	}
+	leaderCfg = rest.CopyConfig(cfg)
+	leaderCfg.RateLimiter = nil
+	return cfg, leaderCfg, nil
+}
+
+// managerOptions are the options ctrl.NewManager builds every piece from:
+// the cache, the controllers, leader election and the servers.
+func (o *options) managerOptions(s *runtime.Scheme, leaderCfg *rest.Config) ctrl.Options {
+	// Deployments and Services are cached only when labelled as ours;
+	// ConfigMaps whole, because a spec.configMapRef names one of the
+	// user's, unless --tuned moves those to a metadata-only cache of their
+	// own (refMetadataCache) and the typed ConfigMaps are filtered too. The
+	// directory lives in the operator's namespace: when --namespaces leaves
+	// it out, its labelled ConfigMaps are cached too.
+	ours := labels.SelectorFromSet(labels.Set{webapp.LabelManagedBy: webapp.ManagedBy})
+	var namespaces map[string]cache.Config
+	configMaps := cache.ByObject{}
+	transform := cache.TransformStripManagedFields()
+	// With warm-up every controller starts its sources, and so its
+	// informers, on a standby, as handroll's warm standby fills its caches;
+	// without it a standby holds only the informers made before mgr.Start
+	// (the WebApps', by IndexField).
+	controllers := config.Controller{
+		MaxConcurrentReconciles: o.maxConcurrentReconciles,
+		CacheSyncTimeout:        o.cacheSyncTimeout,
+		EnableWarmup:            &o.warmup,
+	}
+	if o.tuned {
+		configMaps.Label = ours
+		// kubectl's last-applied annotation repeats the whole object, data
+		// included: handroll's transform drops it with managedFields.
+		transform = handrollcache.StripForCache
+	}
+	if len(o.namespaces) > 0 {
+		namespaces = map[string]cache.Config{}
+		for _, ns := range o.namespaces {
+			namespaces[ns] = cache.Config{}
+		}
+		if _, ok := namespaces[o.operatorNamespace]; !ok {
+			configMaps.Namespaces = maps.Clone(namespaces)
+			configMaps.Namespaces[o.operatorNamespace] = cache.Config{LabelSelector: ours}
+		}
+	}
+	leaseNamespace := o.leader.LeaseNamespace
+	if leaseNamespace == "" {
+		leaseNamespace = o.operatorNamespace
+	}
+	metrics := metricsserver.Options{BindAddress: o.metricsAddr}
+	if o.metricsSecure {
+		metrics.SecureServing = true
+		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+
+	return ctrl.Options{
+		Scheme: s,
+		Cache: cache.Options{
+			DefaultNamespaces: namespaces,
+			ByObject: map[client.Object]cache.ByObject{
+				&appsv1.Deployment{}: {Label: ours},
+				&corev1.Service{}:    {Label: ours},
+				&corev1.ConfigMap{}:  configMaps,
+			},
+			DefaultTransform: transform,
+			SyncPeriod:       &o.syncPeriod,
+		},
+		LeaderElection:                o.leader.Enabled,
+		LeaderElectionResourceLock:    resourcelock.LeasesResourceLock,
+		LeaderElectionConfig:          leaderCfg,
+		LeaderElectionID:              o.leader.LeaseName,
+		LeaderElectionNamespace:       leaseNamespace,
+		LeaderElectionReleaseOnCancel: o.leader.ReleaseOnCancel,
+		LeaseDuration:                 &o.leader.LeaseDuration,
+		RenewDeadline:                 &o.leader.RenewDeadline,
+		RetryPeriod:                   &o.leader.RetryPeriod,
+		Metrics:                       metrics,
+		HealthProbeBindAddress:        o.healthAddr,
+		PprofBindAddress:              o.pprofAddr,
+		GracefulShutdownTimeout:       &o.shutdownTimeout,
+		Controller:                    controllers,
+	}
+}
+
+// refMetadataCache is, with --tuned, the user's ConfigMaps as metadata
+// only, every one in the watched namespaces, with the namespaces and
+// transform of the manager's cache (managed): not builder.WatchesMetadata,
+// whose informer would live in the manager's cache, where ByObject (one
+// entry per GVK, typed and metadata alike) applies the ConfigMap label
+// filter of managerOptions. Without --tuned it is nil.
+func (o *options) refMetadataCache(cfg *rest.Config, s *runtime.Scheme, mgr ctrl.Manager, managed cache.Options) (refs cache.Cache, err error) {
+	if o.tuned {
+		refs, err = cache.New(cfg, cache.Options{
+			HTTPClient:        mgr.GetHTTPClient(),
+			Scheme:            s,
+			Mapper:            mgr.GetRESTMapper(),
+			DefaultNamespaces: managed.DefaultNamespaces,
+			DefaultTransform:  managed.DefaultTransform,
+			SyncPeriod:        &o.syncPeriod,
+		})
+		if err != nil {
+			return nil, err
+		}
+		if err := mgr.Add(managerCache{refs}); err != nil {
+			return nil, err
+		}
+	}
+	return refs, nil
 }
 
 // managerCache makes the manager treat a cache of ours as its own (the
