@@ -16,6 +16,8 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/handroll/handroll/pkg/certs"
@@ -137,6 +139,58 @@ func TestRotationWhileServing(t *testing.T) {
 
 	// The webhook configuration points at the Service, as the manifests
 	// do; the Manager rewrites it to the URL.
+	createConfigMapWebhook(t, ctx, kube, ns, name)
+
+	// Two replicas; the server uses the first.
+	served := &servedCerts{Manager: startManager(t, env.Config, opts), serial: map[string]*x509.Certificate{}}
+	startManager(t, env.Config, opts)
+
+	var calls atomic.Int64
+	serveConfigMapWebhook(t, ctx, port, served, &calls)
+
+	// A scraper of the first replica's metrics certificate, trusting only
+	// what the CA ConfigMap holds when it scrapes, as a Prometheus would.
+	metrics := serveMetrics(t, served.Manager)
+
+	// Watch the Secret for the rotations.
+	h := &history{}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go watchSecret(watchCtx, kube, ns, h)
+
+	configMaps := kube.CoreV1().ConfigMaps(ns)
+	// Until the API server has seen the Manager's URL and bundle, it calls
+	// a Service that does not exist: wait for the first success.
+	eventually(t, time.Minute, "the API server calls the webhook", func(ctx context.Context) (bool, error) {
+		_, err := configMaps.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "warmup-"}}, metav1.CreateOptions{})
+		return err == nil && calls.Load() > 0, err
+	})
+
+	eventually(t, 30*time.Second, "a scrape verified against the CA ConfigMap", func(ctx context.Context) (bool, error) {
+		return metrics.scrape(ctx, kube, ns) == nil, nil
+	})
+	stopScrapes := scrapeInBackground(ctx, metrics, kube, ns)
+
+	start := time.Now()
+	load := createThroughRotations(t, ctx, configMaps, h, start)
+	stopScrapes()
+	elapsed := time.Since(start)
+	close(load.firstErrs)
+	for err := range load.firstErrs {
+		t.Errorf("a create failed: %v", err)
+	}
+	metrics.check(t, h)
+	// Once the rotations are over, the ConfigMap holds the Secret's bundle.
+	waitForCAConfigMap(t, kube, ns)
+
+	checkCreatesAndHandshakes(t, h, served, load, &calls, elapsed)
+}
+
+// createConfigMapWebhook creates the validating configuration name, which
+// has the API server call the webhook Service for every ConfigMap created
+// in ns, failing the create if the call fails.
+func createConfigMapWebhook(t *testing.T, ctx context.Context, kube kubernetes.Interface, ns, name string) {
+	t.Helper()
 	ar := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations()
 	if _, err := ar.Create(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -159,12 +213,12 @@ func TestRotationWhileServing(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ar.Delete(context.Background(), name, metav1.DeleteOptions{}) })
+}
 
-	// Two replicas; the server uses the first.
-	served := &servedCerts{Manager: startManager(t, env.Config, opts), serial: map[string]*x509.Certificate{}}
-	startManager(t, env.Config, opts)
-
-	var calls atomic.Int64
+// serveConfigMapWebhook serves, on port with served's certificates, a
+// webhook that allows every ConfigMap and counts its calls.
+func serveConfigMapWebhook(t *testing.T, ctx context.Context, port int, served *servedCerts, calls *atomic.Int64) {
+	t.Helper()
 	allow := server.ServeAdmission(func(*admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 		return &admissionv1.AdmissionResponse{Allowed: true}
 	})
@@ -188,38 +242,24 @@ func TestRotationWhileServing(t *testing.T) {
 			t.Errorf("webhook server: %v", err)
 		}
 	})
+}
 
-	// A scraper of the first replica's metrics certificate, trusting only
-	// what the CA ConfigMap holds when it scrapes, as a Prometheus would.
-	metrics := serveMetrics(t, served.Manager)
-
-	// Watch the Secret for the rotations.
-	h := &history{}
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
-	go func() {
-		for watchCtx.Err() == nil {
-			if s, err := kube.CoreV1().Secrets(ns).Get(watchCtx, certs.DefaultSecretName, metav1.GetOptions{}); err == nil {
-				h.observe(s)
-			}
-			select {
-			case <-watchCtx.Done():
-			case <-time.After(100 * time.Millisecond):
-			}
+// watchSecret observes the Secret in h every 100 ms until ctx is done.
+func watchSecret(ctx context.Context, kube kubernetes.Interface, ns string, h *history) {
+	for ctx.Err() == nil {
+		if s, err := kube.CoreV1().Secrets(ns).Get(ctx, certs.DefaultSecretName, metav1.GetOptions{}); err == nil {
+			h.observe(s)
 		}
-	}()
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
 
-	configMaps := kube.CoreV1().ConfigMaps(ns)
-	// Until the API server has seen the Manager's URL and bundle, it calls
-	// a Service that does not exist: wait for the first success.
-	eventually(t, time.Minute, "the API server calls the webhook", func(ctx context.Context) (bool, error) {
-		_, err := configMaps.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "warmup-"}}, metav1.CreateOptions{})
-		return err == nil && calls.Load() > 0, err
-	})
-
-	eventually(t, 30*time.Second, "a scrape verified against the CA ConfigMap", func(ctx context.Context) (bool, error) {
-		return metrics.scrape(ctx, kube, ns) == nil, nil
-	})
+// scrapeInBackground scrapes every 100 ms, noting each failure, until the
+// returned stop is called; stop returns once the last scrape is over.
+func scrapeInBackground(ctx context.Context, metrics *metricsScraper, kube kubernetes.Interface, ns string) (stop func()) {
 	scrapeCtx, stopScrapes := context.WithCancel(ctx)
 	scrapesDone := make(chan struct{})
 	go func() {
@@ -234,14 +274,29 @@ func TestRotationWhileServing(t *testing.T) {
 			}
 		}
 	}()
+	return func() {
+		stopScrapes()
+		<-scrapesDone
+	}
+}
 
-	start := time.Now()
+// createLoad counts the ConfigMaps created, and those refused, with the
+// first errors.
+type createLoad struct {
+	created, failed atomic.Int64
+	firstErrs       chan error
+}
+
+// createThroughRotations creates ConfigMaps from two workers until h has
+// seen three serving rotations, a CA rotation, a certificate of the new
+// CA and the first CA dropped, failing t if that takes too long.
+func createThroughRotations(t *testing.T, ctx context.Context, configMaps corev1client.ConfigMapInterface, h *history, start time.Time) *createLoad {
+	t.Helper()
 	const workers = 2
 	var (
-		created, failed atomic.Int64
-		firstErrs       = make(chan error, 10)
-		wg              sync.WaitGroup
-		done            = make(chan struct{})
+		load = &createLoad{firstErrs: make(chan error, 10)}
+		wg   sync.WaitGroup
+		done = make(chan struct{})
 	)
 	for range workers {
 		wg.Go(func() {
@@ -253,14 +308,14 @@ func TestRotationWhileServing(t *testing.T) {
 				}
 				_, err := configMaps.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "cm-"}}, metav1.CreateOptions{})
 				if err != nil {
-					failed.Add(1)
+					load.failed.Add(1)
 					select {
-					case firstErrs <- fmt.Errorf("after %v: %w", time.Since(start).Round(time.Millisecond), err):
+					case load.firstErrs <- fmt.Errorf("after %v: %w", time.Since(start).Round(time.Millisecond), err):
 					default:
 					}
 					continue
 				}
-				created.Add(1)
+				load.created.Add(1)
 			}
 		})
 	}
@@ -280,15 +335,13 @@ func TestRotationWhileServing(t *testing.T) {
 	}
 	close(done)
 	wg.Wait()
-	stopScrapes()
-	<-scrapesDone
-	elapsed := time.Since(start)
-	close(firstErrs)
-	for err := range firstErrs {
-		t.Errorf("a create failed: %v", err)
-	}
-	metrics.check(t, h)
-	// Once the rotations are over, the ConfigMap holds the Secret's bundle.
+	return load
+}
+
+// waitForCAConfigMap waits until ConfigMap handroll-ca in ns holds the
+// Secret's ca.crt.
+func waitForCAConfigMap(t *testing.T, kube kubernetes.Interface, ns string) {
+	t.Helper()
 	eventually(t, 10*time.Second, "ConfigMap handroll-ca holds the Secret's ca.crt", func(ctx context.Context) (bool, error) {
 		secret, err := kube.CoreV1().Secrets(ns).Get(ctx, certs.DefaultSecretName, metav1.GetOptions{})
 		if err != nil {
@@ -300,16 +353,22 @@ func TestRotationWhileServing(t *testing.T) {
 		}
 		return cm.Data[certs.KeyCABundle] == string(secret.Data[certs.KeyCABundle]), nil
 	})
+}
 
+// checkCreatesAndHandshakes checks that no create failed, that the webhook
+// was called for each, and that the handshakes served certificates of
+// both CAs: the API server accepted them across the CA rotation.
+func checkCreatesAndHandshakes(t *testing.T, h *history, served *servedCerts, load *createLoad, calls *atomic.Int64, elapsed time.Duration) {
+	t.Helper()
 	s, c, _, _ := h.summary()
 	handshakes := served.all()
 	t.Logf("%v: %d ConfigMaps created, %d failed, %d webhook calls; %d serving rotations, %d CA rotations; %d certificates served",
-		elapsed.Round(time.Second), created.Load(), failed.Load(), calls.Load(), s, c, len(handshakes))
-	if failed.Load() > 0 {
-		t.Errorf("%d of %d creates failed during rotation", failed.Load(), created.Load()+failed.Load())
+		elapsed.Round(time.Second), load.created.Load(), load.failed.Load(), calls.Load(), s, c, len(handshakes))
+	if load.failed.Load() > 0 {
+		t.Errorf("%d of %d creates failed during rotation", load.failed.Load(), load.created.Load()+load.failed.Load())
 	}
-	if calls.Load() < created.Load() {
-		t.Errorf("%d webhook calls for %d creates: some were not admitted by the webhook", calls.Load(), created.Load())
+	if calls.Load() < load.created.Load() {
+		t.Errorf("%d webhook calls for %d creates: some were not admitted by the webhook", calls.Load(), load.created.Load())
 	}
 	// The served certificates include ones of both CAs: the API server
 	// accepted handshakes across the CA rotation.

@@ -32,20 +32,7 @@ func TestReplicasShareOneSecret(t *testing.T) {
 	}
 	defer w.Stop()
 
-	var arrived atomic.Int32
-	both := make(chan struct{})
-	hold := func(req *http.Request) {
-		if req.Method != http.MethodPost || !strings.HasSuffix(req.URL.Path, "/secrets") {
-			return
-		}
-		if arrived.Add(1) == 2 {
-			close(both)
-		}
-		select {
-		case <-both:
-		case <-time.After(budget.Scale(30 * time.Second)): // the other never created: the assertions below say so
-		}
-	}
+	hold := holdSecretCreates()
 	opts := certs.Options{
 		Namespace: ns, ServiceName: "handroll-webhook",
 		WebhookConfigurations: []string{}, CRDs: []string{},
@@ -97,6 +84,36 @@ func TestReplicasShareOneSecret(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkSharedSecret(t, secret, a.Leaf, ns)
+
+	// The watch saw one creation and nothing else.
+	checkOneCreation(t, w, secret)
+}
+
+// holdSecretCreates returns a hold for requests that keeps each Secret
+// create until the second has arrived, so that the two replicas' creates
+// really race.
+func holdSecretCreates() func(*http.Request) {
+	var arrived atomic.Int32
+	both := make(chan struct{})
+	return func(req *http.Request) {
+		if req.Method != http.MethodPost || !strings.HasSuffix(req.URL.Path, "/secrets") {
+			return
+		}
+		if arrived.Add(1) == 2 {
+			close(both)
+		}
+		select {
+		case <-both:
+		case <-time.After(budget.Scale(30 * time.Second)): // the other never created: the assertions below say so
+		}
+	}
+}
+
+// checkSharedSecret checks the Secret's type, keys and annotation, and
+// that leaf verifies against its ca.crt for each of the Service's names.
+func checkSharedSecret(t *testing.T, secret *corev1.Secret, leaf *x509.Certificate, ns string) {
+	t.Helper()
 	if secret.Type != corev1.SecretTypeTLS {
 		t.Errorf("Secret type %q, want %q", secret.Type, corev1.SecretTypeTLS)
 	}
@@ -113,12 +130,15 @@ func TestReplicasShareOneSecret(t *testing.T) {
 		t.Fatal("ca.crt holds no certificate")
 	}
 	for _, name := range []string{"handroll-webhook", "handroll-webhook." + ns + ".svc", "handroll-webhook." + ns + ".svc.cluster.local"} {
-		if _, err := a.Leaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: name}); err != nil {
+		if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: name}); err != nil {
 			t.Errorf("the served certificate for %s: %v", name, err)
 		}
 	}
+}
 
-	// The watch saw one creation and nothing else.
+// checkOneCreation checks that w saw secret created and nothing else.
+func checkOneCreation(t *testing.T, w watch.Interface, secret *corev1.Secret) {
+	t.Helper()
 	var events []watch.EventType
 	var addedRV string
 collect:

@@ -9,7 +9,9 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apiextensionsv1client "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/typed/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	admissionregistrationv1client "k8s.io/client-go/kubernetes/typed/admissionregistration/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/handroll/handroll/pkg/certs"
@@ -27,22 +29,7 @@ func TestStaleRecordIsRestored(t *testing.T) {
 	crds := apiextensionsclient.NewForConfigOrDie(env.Config).ApiextensionsV1().CustomResourceDefinitions()
 	name := "stale-" + ns
 	svc := &admissionregistrationv1.ServiceReference{Namespace: ns, Name: "handroll-webhook", Path: ptr.To("/validate"), Port: ptr.To[int32](443)}
-	rules := []admissionregistrationv1.RuleWithOperations{{
-		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-		Rule:       admissionregistrationv1.Rule{APIGroups: []string{"certs.handroll.test"}, APIVersions: []string{"v1"}, Resources: []string{"nothings"}},
-	}}
-	if _, err := ar.ValidatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-			Name: "v.stale.certs.handroll.test", ClientConfig: admissionregistrationv1.WebhookClientConfig{Service: svc},
-			Rules: rules, SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone), AdmissionReviewVersions: []string{"v1"},
-		}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = ar.ValidatingWebhookConfigurations().Delete(context.Background(), name, metav1.DeleteOptions{})
-	})
+	createStaleWebhook(t, ctx, ar, name, svc)
 
 	opts := certs.Options{
 		Namespace: ns, ServiceName: "handroll-webhook",
@@ -100,6 +87,35 @@ func TestStaleRecordIsRestored(t *testing.T) {
 
 	// The run dies without restoring; the replica puts everything back.
 	stopLocal()
+	waitForServicesRestored(t, ar, crds, name, svc)
+}
+
+// createStaleWebhook creates the validating configuration name, calling
+// svc, and deletes it when t ends.
+func createStaleWebhook(t *testing.T, ctx context.Context, ar admissionregistrationv1client.AdmissionregistrationV1Interface, name string, svc *admissionregistrationv1.ServiceReference) {
+	t.Helper()
+	rules := []admissionregistrationv1.RuleWithOperations{{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+		Rule:       admissionregistrationv1.Rule{APIGroups: []string{"certs.handroll.test"}, APIVersions: []string{"v1"}, Resources: []string{"nothings"}},
+	}}
+	if _, err := ar.ValidatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name: "v.stale.certs.handroll.test", ClientConfig: admissionregistrationv1.WebhookClientConfig{Service: svc},
+			Rules: rules, SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone), AdmissionReviewVersions: []string{"v1"},
+		}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = ar.ValidatingWebhookConfigurations().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+}
+
+// waitForServicesRestored waits until the webhook and the conversion call
+// their services again, with a bundle, and neither holds a record.
+func waitForServicesRestored(t *testing.T, ar admissionregistrationv1client.AdmissionregistrationV1Interface, crds apiextensionsv1client.CustomResourceDefinitionInterface, name string, svc *admissionregistrationv1.ServiceReference) {
+	t.Helper()
 	eventually(t, time.Minute, "the cluster's replica restores the services and drops the record", func(ctx context.Context) (bool, error) {
 		v, err := ar.ValidatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {

@@ -64,57 +64,7 @@ func TestAgainstAPIServer(t *testing.T) {
 	kube := cp.KubeClient(t)
 
 	t.Run("make install and uninstall", func(t *testing.T) {
-		mk := func(target string, vars ...string) (string, error) {
-			out, err := run(t, nil, "make", append([]string{"--no-print-directory", target, "KUBECONFIG=" + cp.Kubeconfig, "KUBECTL=" + kubectl}, vars...)...)
-			return string(out), err
-		}
-		if _, err := mk("install"); err != nil {
-			t.Fatal(err)
-		}
-		crd, err := crds.Get(t.Context(), crdName, metav1.GetOptions{})
-		if err != nil {
-			t.Fatalf("after make install: %v", err)
-		}
-		if !established(crd) {
-			t.Errorf("make install returned before %s was Established", crdName)
-		}
-		// The CRD alone: nothing namespaced, no webhook configuration.
-		if ns, err := kube.CoreV1().Namespaces().Get(t.Context(), defaultNamespace, metav1.GetOptions{}); err == nil {
-			t.Errorf("make install created namespace %s", ns.Name)
-		}
-		if _, err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(t.Context(), "handroll", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			t.Errorf("make install: the webhook configuration: %v; want none", err)
-		}
-		if _, err := mk("install"); err != nil {
-			t.Errorf("make install a second time: %v", err)
-		}
-
-		// A WebApp, which uninstall says it deletes with the CRD.
-		webapps := dynamic.NewForConfigOrDie(cp.Config).Resource(schema.GroupVersionResource{Group: "handroll.dev", Version: "v1", Resource: "webapps"})
-		wa := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "handroll.dev/v1", "kind": "WebApp",
-			"metadata": map[string]any{"name": "left-behind", "namespace": "default"},
-			"spec":     map[string]any{"image": "registry.invalid/app:1"},
-		}}
-		if _, err := webapps.Namespace("default").Create(t.Context(), wa, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		out, err := mk("uninstall")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !strings.Contains(out, "deletes the cluster's 1 WebApp(s)") {
-			t.Errorf("make uninstall did not say that it deletes the WebApp:\n%s", out)
-		}
-		if _, err := crds.Get(t.Context(), crdName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			t.Errorf("after make uninstall (%s): the CRD: %v", out, err)
-		}
-		if _, err := mk("uninstall"); err == nil || !strings.Contains(err.Error(), "NotFound") {
-			t.Errorf("make uninstall without the CRD: %v; want kubectl's NotFound, as kubebuilder's unless ignore-not-found=true", err)
-		}
-		if _, err := mk("uninstall", "ignore-not-found=true"); err != nil {
-			t.Errorf("make uninstall ignore-not-found=true without the CRD: %v", err)
-		}
+		checkMakeInstallAndUninstall(t, cp, kubectl, crds, kube)
 	})
 
 	t.Run("helm install, upgrade, uninstall", func(t *testing.T) {
@@ -127,45 +77,8 @@ func TestAgainstAPIServer(t *testing.T) {
 			}
 			return string(out)
 		}
-		helmRun("install", "handroll", "charts/handroll", "--create-namespace", "--set", "networkPolicy.enable=true")
-		crd, err := crds.Get(t.Context(), crdName, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := crd.Spec.Conversion.Webhook.ClientConfig.Service.Namespace; got != ns {
-			t.Errorf("the CRD's conversion Service is in %q, want %q", got, ns)
-		}
-		waitFor(t, "the CRD Established", func(ctx context.Context) (bool, error) {
-			crd, err := crds.Get(ctx, crdName, metav1.GetOptions{})
-			return err == nil && established(crd), nil
-		})
-		// Everything the chart rendered is in the cluster, where it said.
-		rendered := mustTemplate(t, ns, "--set", "networkPolicy.enable=true")
 		dyn := dynamic.NewForConfigOrDie(cp.Config)
-		checkPresent(t, kube, dyn, rendered, true)
-
-		// A new split with no replica running, as the chart asks
-		// (TestShardsChangeIsRefusedWhileReplicasRun).
-		helmRun("upgrade", "handroll", "charts/handroll", "--set", "networkPolicy.enable=true,manager.replicas=0")
-		helmRun("upgrade", "handroll", "charts/handroll", "--set", "networkPolicy.enable=true,manager.shards=3,rbacHelpers.enable=false")
-		d, err := kube.AppsV1().Deployments(ns).Get(t.Context(), "handroll", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !slices.Contains(d.Spec.Template.Spec.Containers[0].Args, "--shards=3") {
-			t.Errorf("after helm upgrade --set manager.shards=3: args %v", d.Spec.Template.Spec.Containers[0].Args)
-		}
-		if _, err := kube.RbacV1().ClusterRoles().Get(t.Context(), "webapp-admin", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			t.Errorf("after helm upgrade --set rbacHelpers.enable=false: webapp-admin: %v", err)
-		}
-
-		// No pod runs here, so the pre-delete hook's Job could not: its
-		// command is TestUninstallCommand's, and test/real runs the hook.
-		out := helmRun("uninstall", "handroll", "--no-hooks")
-		checkPresent(t, kube, dyn, withoutKind(rendered, "CustomResourceDefinition"), false)
-		if _, err := crds.Get(t.Context(), crdName, metav1.GetOptions{}); err != nil {
-			t.Errorf("helm uninstall (%s) removed the CRD, which crd.keep keeps: %v", strings.TrimSpace(out), err)
-		}
+		checkHelmInstallUpgradeUninstall(t, helmRun, crds, kube, dyn, ns)
 
 		// The optional parts, each accepted by the API server: the
 		// Prometheus Operator's and cert-manager's kinds from stand-in CRDs
@@ -173,15 +86,7 @@ func TestAgainstAPIServer(t *testing.T) {
 		// caBundle the API server parses.
 		installStandInCRDs(t, crds, "monitoring.coreos.com", "ServiceMonitor", "PrometheusRule")
 		installStandInCRDs(t, crds, "cert-manager.io", "Certificate", "Issuer")
-		for _, set := range []string{
-			"webhook.certSecret.name=my-webhook-tls,webhook.certSecret.caBundle=" + caBundlePEM(t) + ",prometheus.enable=true,metrics.secure=false,networkPolicy.enable=true",
-			"certManager.enable=true,prometheus.enable=true,manager.replicas=1,manager.leaderElection.enable=false," + scraperValues(ns),
-			"prometheus.enable=true," + scraperValues(ns),
-		} {
-			helmRun("install", "handroll", "charts/handroll", "--set", set)
-			checkPresent(t, kube, dyn, mustTemplate(t, ns, "--set", set), true)
-			helmRun("uninstall", "handroll", "--no-hooks")
-		}
+		checkOptionalPartsInstall(t, helmRun, kube, dyn, ns)
 
 		// The kept CRD is adopted by the next install of the same release;
 		// with crd.keep=false, uninstall deletes it.
@@ -192,6 +97,125 @@ func TestAgainstAPIServer(t *testing.T) {
 			return apierrors.IsNotFound(err), nil
 		})
 	})
+}
+
+// checkMakeInstallAndUninstall checks that make install applies the CRD
+// alone, Established, and that make uninstall deletes it and its WebApps,
+// saying so.
+func checkMakeInstallAndUninstall(t *testing.T, cp *controlplane.ControlPlane, kubectl string, crds apiextensionsv1client.CustomResourceDefinitionInterface, kube kubernetes.Interface) {
+	t.Helper()
+	mk := func(target string, vars ...string) (string, error) {
+		out, err := run(t, nil, "make", append([]string{"--no-print-directory", target, "KUBECONFIG=" + cp.Kubeconfig, "KUBECTL=" + kubectl}, vars...)...)
+		return string(out), err
+	}
+	if _, err := mk("install"); err != nil {
+		t.Fatal(err)
+	}
+	crd, err := crds.Get(t.Context(), crdName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("after make install: %v", err)
+	}
+	if !established(crd) {
+		t.Errorf("make install returned before %s was Established", crdName)
+	}
+	// The CRD alone: nothing namespaced, no webhook configuration.
+	if ns, err := kube.CoreV1().Namespaces().Get(t.Context(), defaultNamespace, metav1.GetOptions{}); err == nil {
+		t.Errorf("make install created namespace %s", ns.Name)
+	}
+	if _, err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(t.Context(), "handroll", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("make install: the webhook configuration: %v; want none", err)
+	}
+	if _, err := mk("install"); err != nil {
+		t.Errorf("make install a second time: %v", err)
+	}
+
+	// A WebApp, which uninstall says it deletes with the CRD.
+	webapps := dynamic.NewForConfigOrDie(cp.Config).Resource(schema.GroupVersionResource{Group: "handroll.dev", Version: "v1", Resource: "webapps"})
+	wa := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "handroll.dev/v1", "kind": "WebApp",
+		"metadata": map[string]any{"name": "left-behind", "namespace": "default"},
+		"spec":     map[string]any{"image": "registry.invalid/app:1"},
+	}}
+	if _, err := webapps.Namespace("default").Create(t.Context(), wa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := mk("uninstall")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "deletes the cluster's 1 WebApp(s)") {
+		t.Errorf("make uninstall did not say that it deletes the WebApp:\n%s", out)
+	}
+	if _, err := crds.Get(t.Context(), crdName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("after make uninstall (%s): the CRD: %v", out, err)
+	}
+	if _, err := mk("uninstall"); err == nil || !strings.Contains(err.Error(), "NotFound") {
+		t.Errorf("make uninstall without the CRD: %v; want kubectl's NotFound, as kubebuilder's unless ignore-not-found=true", err)
+	}
+	if _, err := mk("uninstall", "ignore-not-found=true"); err != nil {
+		t.Errorf("make uninstall ignore-not-found=true without the CRD: %v", err)
+	}
+}
+
+// checkHelmInstallUpgradeUninstall checks that helm install puts all the
+// chart renders in ns, upgrade changes the split and the user roles, and
+// uninstall removes all but the kept CRD.
+func checkHelmInstallUpgradeUninstall(t *testing.T, helmRun func(args ...string) string, crds apiextensionsv1client.CustomResourceDefinitionInterface, kube kubernetes.Interface, dyn dynamic.Interface, ns string) {
+	t.Helper()
+	helmRun("install", "handroll", "charts/handroll", "--create-namespace", "--set", "networkPolicy.enable=true")
+	crd, err := crds.Get(t.Context(), crdName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := crd.Spec.Conversion.Webhook.ClientConfig.Service.Namespace; got != ns {
+		t.Errorf("the CRD's conversion Service is in %q, want %q", got, ns)
+	}
+	waitFor(t, "the CRD Established", func(ctx context.Context) (bool, error) {
+		crd, err := crds.Get(ctx, crdName, metav1.GetOptions{})
+		return err == nil && established(crd), nil
+	})
+	// Everything the chart rendered is in the cluster, where it said.
+	rendered := mustTemplate(t, ns, "--set", "networkPolicy.enable=true")
+	checkPresent(t, kube, dyn, rendered, true)
+
+	// A new split with no replica running, as the chart asks
+	// (TestShardsChangeIsRefusedWhileReplicasRun).
+	helmRun("upgrade", "handroll", "charts/handroll", "--set", "networkPolicy.enable=true,manager.replicas=0")
+	helmRun("upgrade", "handroll", "charts/handroll", "--set", "networkPolicy.enable=true,manager.shards=3,rbacHelpers.enable=false")
+	d, err := kube.AppsV1().Deployments(ns).Get(t.Context(), "handroll", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(d.Spec.Template.Spec.Containers[0].Args, "--shards=3") {
+		t.Errorf("after helm upgrade --set manager.shards=3: args %v", d.Spec.Template.Spec.Containers[0].Args)
+	}
+	if _, err := kube.RbacV1().ClusterRoles().Get(t.Context(), "webapp-admin", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("after helm upgrade --set rbacHelpers.enable=false: webapp-admin: %v", err)
+	}
+
+	// No pod runs here, so the pre-delete hook's Job could not: its
+	// command is TestUninstallCommand's, and test/real runs the hook.
+	out := helmRun("uninstall", "handroll", "--no-hooks")
+	checkPresent(t, kube, dyn, withoutKind(rendered, "CustomResourceDefinition"), false)
+	if _, err := crds.Get(t.Context(), crdName, metav1.GetOptions{}); err != nil {
+		t.Errorf("helm uninstall (%s) removed the CRD, which crd.keep keeps: %v", strings.TrimSpace(out), err)
+	}
+}
+
+// checkOptionalPartsInstall installs and uninstalls the chart with each
+// set of optional parts, checking that all it renders is in the cluster.
+func checkOptionalPartsInstall(t *testing.T, helmRun func(args ...string) string, kube kubernetes.Interface, dyn dynamic.Interface, ns string) {
+	t.Helper()
+	for _, set := range []string{
+		"webhook.certSecret.name=my-webhook-tls,webhook.certSecret.caBundle=" + caBundlePEM(t) + ",prometheus.enable=true,metrics.secure=false,networkPolicy.enable=true",
+		"certManager.enable=true,prometheus.enable=true,manager.replicas=1,manager.leaderElection.enable=false," + scraperValues(ns),
+		"prometheus.enable=true," + scraperValues(ns),
+	} {
+		helmRun("install", "handroll", "charts/handroll", "--set", set)
+		checkPresent(t, kube, dyn, mustTemplate(t, ns, "--set", set), true)
+		helmRun("uninstall", "handroll", "--no-hooks")
+	}
+
 }
 
 // installStandInCRDs creates namespaced v1 CRDs of group for kinds that

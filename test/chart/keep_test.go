@@ -230,61 +230,14 @@ func TestUninstallLeavesNoClusterRoleOnAnyPath(t *testing.T) {
 	}
 	checkNoneLeft := func(path string) {
 		t.Helper()
-		for k, gvr := range cluster {
-			_, name, _ := strings.Cut(k, " ")
-			if _, err := dyn.Resource(gvr).Get(t.Context(), name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-				t.Errorf("%s: %s is left (%v)", path, k, err)
-			}
-		}
+		checkNoClusterScopedLeft(t, dyn, cluster, path)
 	}
-	// uninstallWith starts helm uninstall, waits for its hook Job, lets
-	// end decide the Job's fate, and returns helm's outcome.
 	uninstallWith := func(end func(*batchv1.Job, *exec.Cmd)) (string, error) {
 		t.Helper()
-		// A Job a failed uninstall left is not the one this run makes.
-		var before types.UID
-		if j, err := kube.BatchV1().Jobs(ns).Get(t.Context(), "handroll-uninstall", metav1.GetOptions{}); err == nil {
-			before = j.UID
-		}
-		cmd := exec.Command(helmPath(t), "uninstall", "handroll", "--timeout", "2m", "--kubeconfig", cp.Kubeconfig, "--namespace", ns)
-		cmd.Dir = repoRoot(t)
-		var out strings.Builder
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		var j *batchv1.Job
-		waitFor(t, "the hook Job", func(ctx context.Context) (bool, error) {
-			var err error
-			j, err = kube.BatchV1().Jobs(ns).Get(ctx, "handroll-uninstall", metav1.GetOptions{})
-			return err == nil && j.UID != before, nil
-		})
-		end(j, cmd)
-		err := cmd.Wait()
-		return out.String(), err
+		return helmUninstallWithHook(t, cp, kube, ns, end)
 	}
-	// What the job controller would write for a Job that ended.
 	finish := func(succeeded bool) func(*batchv1.Job, *exec.Cmd) {
-		return func(j *batchv1.Job, _ *exec.Cmd) {
-			now := metav1.Now()
-			j.Status.StartTime = &now
-			if succeeded {
-				j.Status.Succeeded, j.Status.CompletionTime = 1, &now
-				j.Status.Conditions = []batchv1.JobCondition{
-					{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
-					{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
-				}
-			} else {
-				j.Status.Failed = 1
-				j.Status.Conditions = []batchv1.JobCondition{
-					{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", LastTransitionTime: now},
-					{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", LastTransitionTime: now},
-				}
-			}
-			if _, err := kube.BatchV1().Jobs(ns).UpdateStatus(t.Context(), j, metav1.UpdateOptions{}); err != nil {
-				t.Fatalf("ending the hook Job: %v", err)
-			}
-		}
+		return endHookJob(t, kube, ns, succeeded)
 	}
 
 	mustHelmIn(t, cp, ns, "install", "handroll", "charts/handroll", "--create-namespace", "--set", set)
@@ -314,4 +267,69 @@ func TestUninstallLeavesNoClusterRoleOnAnyPath(t *testing.T) {
 	mustHelmIn(t, cp, ns, "install", "handroll", "charts/handroll", "--set", set)
 	mustHelmIn(t, cp, ns, "uninstall", "handroll", "--no-hooks")
 	checkNoneLeft("after helm uninstall --no-hooks")
+}
+
+// checkNoClusterScopedLeft fails t for each object of cluster still in
+// the cluster after path.
+func checkNoClusterScopedLeft(t *testing.T, dyn dynamic.Interface, cluster map[string]schema.GroupVersionResource, path string) {
+	t.Helper()
+	for k, gvr := range cluster {
+		_, name, _ := strings.Cut(k, " ")
+		if _, err := dyn.Resource(gvr).Get(t.Context(), name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("%s: %s is left (%v)", path, k, err)
+		}
+	}
+}
+
+// helmUninstallWithHook starts helm uninstall, waits for its hook Job,
+// lets end decide the Job's fate, and returns helm's outcome.
+func helmUninstallWithHook(t *testing.T, cp *controlplane.ControlPlane, kube kubernetes.Interface, ns string, end func(*batchv1.Job, *exec.Cmd)) (string, error) {
+	t.Helper()
+	// A Job a failed uninstall left is not the one this run makes.
+	var before types.UID
+	if j, err := kube.BatchV1().Jobs(ns).Get(t.Context(), "handroll-uninstall", metav1.GetOptions{}); err == nil {
+		before = j.UID
+	}
+	cmd := exec.Command(helmPath(t), "uninstall", "handroll", "--timeout", "2m", "--kubeconfig", cp.Kubeconfig, "--namespace", ns)
+	cmd.Dir = repoRoot(t)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var j *batchv1.Job
+	waitFor(t, "the hook Job", func(ctx context.Context) (bool, error) {
+		var err error
+		j, err = kube.BatchV1().Jobs(ns).Get(ctx, "handroll-uninstall", metav1.GetOptions{})
+		return err == nil && j.UID != before, nil
+	})
+	end(j, cmd)
+	err := cmd.Wait()
+	return out.String(), err
+}
+
+// endHookJob returns an end for helmUninstallWithHook that writes what the
+// job controller would for a Job that succeeded or failed.
+func endHookJob(t *testing.T, kube kubernetes.Interface, ns string, succeeded bool) func(*batchv1.Job, *exec.Cmd) {
+	t.Helper()
+	return func(j *batchv1.Job, _ *exec.Cmd) {
+		now := metav1.Now()
+		j.Status.StartTime = &now
+		if succeeded {
+			j.Status.Succeeded, j.Status.CompletionTime = 1, &now
+			j.Status.Conditions = []batchv1.JobCondition{
+				{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
+				{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
+			}
+		} else {
+			j.Status.Failed = 1
+			j.Status.Conditions = []batchv1.JobCondition{
+				{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", LastTransitionTime: now},
+				{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", LastTransitionTime: now},
+			}
+		}
+		if _, err := kube.BatchV1().Jobs(ns).UpdateStatus(t.Context(), j, metav1.UpdateOptions{}); err != nil {
+			t.Fatalf("ending the hook Job: %v", err)
+		}
+	}
 }

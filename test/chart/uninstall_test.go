@@ -61,6 +61,62 @@ func TestUninstallCommand(t *testing.T) {
 	defer cancel()
 
 	const opNS = "platform-ops"
+	createHeldWebApps(ctx, t, kube, hc, opNS)
+	waitForGarbageCollector(ctx, t, hc, kube)
+	// What the operator made as it ran, beside what it did not make.
+	ours := []string{"Lease handroll-leader", "Lease handroll-leader-shard-0-of-3", "Lease handroll-leader-member-00000000000000ab",
+		"ConfigMap webapp-directory", "ConfigMap webapp-directory-1", "Secret handroll-webhook-tls", "ConfigMap handroll-ca"}
+	theirs := []string{"Lease other-leader", "Lease handroll-leaderboard", "ConfigMap webapp-directory-notes", "ConfigMap settings", "ConfigMap corp-ca"}
+	for _, o := range append(slices.Clone(ours), theirs...) {
+		createRuntimeObject(ctx, t, kube, opNS, o)
+	}
+	if _, err := kube.AppsV1().Deployments(opNS).Create(ctx, operatorDeployment(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	uninstall := func(flags ...string) (string, error) {
+		args := append([]string{"uninstall", "--kubeconfig=" + cp.Kubeconfig, "--operator-namespace=" + opNS, "--delete-webapps", "--timeout=5s"}, flags...)
+		cmd := exec.CommandContext(ctx, bin, args...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := uninstall()
+	checkHeldFailure(t, out, err)
+	checkOnlyTheFreeWebAppsGone(ctx, t, kube, hc, opNS, ours)
+
+	// The backup tool finishes, and removes its finalizer; the retried
+	// uninstall still stops on the policy tool's, which nobody removes.
+	releaseBackupAndChild(ctx, t, kube, hc)
+	if out, err := uninstall(); err == nil || strings.Contains(out, "backed-up") || strings.Contains(out, "draining") || !strings.Contains(out, "team-b/guarded") {
+		t.Errorf("with only the policy tool's finalizer left: %v, want a failure naming team-b/guarded alone:\n%s", err, out)
+	}
+	checkRuntimeObjects(ctx, t, kube, opNS, ours, true)
+	// The user decides its clean-up may be skipped.
+	out, err = uninstall("--force-finalizers")
+	if err != nil {
+		t.Fatalf("handroll uninstall --force-finalizers: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "removed the finalizer(s) "+policyFinalizer+" from WebApp team-b/guarded") {
+		t.Errorf("--force-finalizers does not say which finalizer it removed from which WebApp:\n%s", out)
+	}
+	t.Logf("forced, once the backup tool is done:\n%s", out)
+	checkOperatorsOwnGone(ctx, t, kube, hc, opNS, ours, theirs)
+
+	// A user's own Secret of that name (the existing-Secret mode) stays,
+	// and so does a ConfigMap of the CA's name that pkg/certs did not make.
+	createRuntimeObject(ctx, t, kube, opNS, "Secret handroll-webhook-tls user")
+	createRuntimeObject(ctx, t, kube, opNS, "ConfigMap handroll-ca user")
+	if out, err := uninstall(); err != nil {
+		t.Fatalf("handroll uninstall, a second time: %v\n%s", err, out)
+	}
+	checkRuntimeObjects(ctx, t, kube, opNS, []string{"Secret handroll-webhook-tls", "ConfigMap handroll-ca"}, true)
+}
+
+// createHeldWebApps creates opNS and the teams' namespaces, and in them
+// WebApps with children, some held by another tool's finalizer or with a
+// child held by one.
+func createHeldWebApps(ctx context.Context, t *testing.T, kube kubernetes.Interface, hc versioned.Interface, opNS string) {
+	t.Helper()
 	for _, ns := range []string{opNS, "team-a", "team-b"} {
 		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -83,25 +139,12 @@ func TestUninstallCommand(t *testing.T) {
 		}
 		createChild(ctx, t, kube, created, w.childFinalizer)
 	}
-	waitForGarbageCollector(ctx, t, hc, kube)
-	// What the operator made as it ran, beside what it did not make.
-	ours := []string{"Lease handroll-leader", "Lease handroll-leader-shard-0-of-3", "Lease handroll-leader-member-00000000000000ab",
-		"ConfigMap webapp-directory", "ConfigMap webapp-directory-1", "Secret handroll-webhook-tls", "ConfigMap handroll-ca"}
-	theirs := []string{"Lease other-leader", "Lease handroll-leaderboard", "ConfigMap webapp-directory-notes", "ConfigMap settings", "ConfigMap corp-ca"}
-	for _, o := range append(slices.Clone(ours), theirs...) {
-		createRuntimeObject(ctx, t, kube, opNS, o)
-	}
-	if _, err := kube.AppsV1().Deployments(opNS).Create(ctx, operatorDeployment(), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+}
 
-	uninstall := func(flags ...string) (string, error) {
-		args := append([]string{"uninstall", "--kubeconfig=" + cp.Kubeconfig, "--operator-namespace=" + opNS, "--delete-webapps", "--timeout=5s"}, flags...)
-		cmd := exec.CommandContext(ctx, bin, args...)
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
-	out, err := uninstall()
+// checkHeldFailure checks that the first uninstall fails, naming each
+// WebApp still held and what holds it.
+func checkHeldFailure(t *testing.T, out string, err error) {
+	t.Helper()
 	if err == nil {
 		t.Fatalf("handroll uninstall succeeded with a WebApp a backup tool holds:\n%s", out)
 	}
@@ -118,6 +161,13 @@ func TestUninstallCommand(t *testing.T) {
 		t.Errorf("the failure blames the pass the timeout cut short:\n%s", out)
 	}
 	t.Logf("with the backup tool's finalizer on: %v\n%s", err, out)
+}
+
+// checkOnlyTheFreeWebAppsGone checks, after the failed uninstall, that the
+// held WebApps keep the other tools' finalizers, that only the WebApps
+// nothing held are gone, and that nothing of the operator's was touched.
+func checkOnlyTheFreeWebAppsGone(ctx context.Context, t *testing.T, kube kubernetes.Interface, hc versioned.Interface, opNS string, ours []string) {
+	t.Helper()
 	held, err := hc.HandrollV1().WebApps("team-b").Get(ctx, "backed-up", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -142,30 +192,26 @@ func TestUninstallCommand(t *testing.T) {
 	if d, err := kube.AppsV1().Deployments(opNS).Get(ctx, "handroll", metav1.GetOptions{}); err != nil || ptr.Deref(d.Spec.Replicas, 1) != 2 {
 		t.Errorf("the operator was scaled before the WebApps were gone: %v", err)
 	}
+}
 
-	// The backup tool finishes, and removes its finalizer; the retried
-	// uninstall still stops on the policy tool's, which nobody removes.
+// releaseBackupAndChild removes the backup tool's finalizer from its
+// WebApp and the drain finalizer from the child it held.
+func releaseBackupAndChild(ctx context.Context, t *testing.T, kube kubernetes.Interface, hc versioned.Interface) {
+	t.Helper()
 	patch := []byte(`[{"op":"test","path":"/metadata/finalizers/0","value":"` + foreignFinalizer + `"},{"op":"remove","path":"/metadata/finalizers/0"}]`)
 	if _, err := hc.HandrollV1().WebApps("team-b").Patch(ctx, "backed-up", types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// The child's holder lets it go too.
 	if _, err := kube.CoreV1().ConfigMaps("team-a").Patch(ctx, "draining-child", types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := uninstall(); err == nil || strings.Contains(out, "backed-up") || strings.Contains(out, "draining") || !strings.Contains(out, "team-b/guarded") {
-		t.Errorf("with only the policy tool's finalizer left: %v, want a failure naming team-b/guarded alone:\n%s", err, out)
-	}
-	checkRuntimeObjects(ctx, t, kube, opNS, ours, true)
-	// The user decides its clean-up may be skipped.
-	out, err = uninstall("--force-finalizers")
-	if err != nil {
-		t.Fatalf("handroll uninstall --force-finalizers: %v\n%s", err, out)
-	}
-	if !strings.Contains(out, "removed the finalizer(s) "+policyFinalizer+" from WebApp team-b/guarded") {
-		t.Errorf("--force-finalizers does not say which finalizer it removed from which WebApp:\n%s", out)
-	}
-	t.Logf("forced, once the backup tool is done:\n%s", out)
+}
+
+// checkOperatorsOwnGone checks, after the forced uninstall, that no
+// WebApp or child is left, the operator is scaled to 0, and what it made
+// is gone while what it did not make stays.
+func checkOperatorsOwnGone(ctx context.Context, t *testing.T, kube kubernetes.Interface, hc versioned.Interface, opNS string, ours, theirs []string) {
+	t.Helper()
 	if list, err := hc.HandrollV1().WebApps(metav1.NamespaceAll).List(ctx, metav1.ListOptions{}); err != nil || len(list.Items) > 0 {
 		t.Errorf("WebApps left: %v (%v)", list, err)
 	}
@@ -176,15 +222,6 @@ func TestUninstallCommand(t *testing.T) {
 	}
 	checkRuntimeObjects(ctx, t, kube, opNS, ours, false)
 	checkRuntimeObjects(ctx, t, kube, opNS, theirs, true)
-
-	// A user's own Secret of that name (the existing-Secret mode) stays,
-	// and so does a ConfigMap of the CA's name that pkg/certs did not make.
-	createRuntimeObject(ctx, t, kube, opNS, "Secret handroll-webhook-tls user")
-	createRuntimeObject(ctx, t, kube, opNS, "ConfigMap handroll-ca user")
-	if out, err := uninstall(); err != nil {
-		t.Fatalf("handroll uninstall, a second time: %v\n%s", err, out)
-	}
-	checkRuntimeObjects(ctx, t, kube, opNS, []string{"Secret handroll-webhook-tls", "ConfigMap handroll-ca"}, true)
 }
 
 // createChild creates a ConfigMap owned by w as the operator owns its

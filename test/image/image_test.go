@@ -152,7 +152,20 @@ func build(t *testing.T, root string, env []string, args ...string) string {
 func checkArchive(t *testing.T, archive []byte, digest string, binaries map[string][]byte) {
 	t.Helper()
 	files := readArchive(t, archive)
+	idx := checkImageIndex(t, files, digest)
 
+	for _, m := range idx.Manifests {
+		arch := m.Platform.Architecture
+		t.Run(arch, func(t *testing.T) {
+			checkPlatformImage(t, files, m, binaries[arch])
+		})
+	}
+}
+
+// checkImageIndex checks index.json and the image index it names, which
+// must list exactly linux/amd64 and linux/arm64, and returns the latter.
+func checkImageIndex(t *testing.T, files map[string][]byte, digest string) index {
+	t.Helper()
 	if got := string(files["oci-layout"]); got != `{"imageLayoutVersion":"1.0.0"}` {
 		t.Errorf("oci-layout = %q", got)
 	}
@@ -188,95 +201,111 @@ func checkArchive(t *testing.T, archive []byte, digest string, binaries map[stri
 	if !slices.Equal(plats, []string{"linux/amd64", "linux/arm64"}) {
 		t.Fatalf("index platforms = %v, want exactly linux/amd64 and linux/arm64", plats)
 	}
+	return idx
+}
 
-	for _, m := range idx.Manifests {
-		arch := m.Platform.Architecture
-		t.Run(arch, func(t *testing.T) {
-			var man manifest
-			unmarshal(t, "manifest", blob(t, files, m), &man)
-			if man.MediaType != "application/vnd.oci.image.manifest.v1+json" || m.MediaType != man.MediaType {
-				t.Errorf("manifest media type %q (descriptor %q)", man.MediaType, m.MediaType)
-			}
-			if man.Config.MediaType != "application/vnd.oci.image.config.v1+json" {
-				t.Errorf("config media type %q", man.Config.MediaType)
-			}
-			var cfg configFile
-			unmarshal(t, "config", blob(t, files, man.Config), &cfg)
-			if cfg.OS != "linux" || cfg.Architecture != arch {
-				t.Errorf("config platform %s/%s, want linux/%s", cfg.OS, cfg.Architecture, arch)
-			}
-			var keys []string
-			for k := range cfg.Config {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			if !slices.Equal(keys, []string{"Entrypoint", "User"}) {
-				t.Errorf("config.config has %v, want only Entrypoint and User (no Cmd, no Env)", keys)
-			}
-			if got := string(cfg.Config["User"]); got != `"65532:65532"` {
-				t.Errorf("User = %s", got)
-			}
-			if got := string(cfg.Config["Entrypoint"]); got != `["/handroll"]` {
-				t.Errorf("Entrypoint = %s", got)
-			}
-			wantTime, _ := time.Parse(time.RFC3339, created)
-			if !cfg.Created.Equal(wantTime) {
-				t.Errorf("created = %s, want %s", cfg.Created, wantTime)
-			}
-			for _, h := range cfg.History {
-				if !h.Created.Equal(wantTime) {
-					t.Errorf("history created = %s, want %s", h.Created, wantTime)
-				}
-			}
+// checkPlatformImage checks the manifest m names: its media types, its
+// config and its one layer, holding binary alone.
+func checkPlatformImage(t *testing.T, files map[string][]byte, m descriptor, binary []byte) {
+	t.Helper()
+	arch := m.Platform.Architecture
+	var man manifest
+	unmarshal(t, "manifest", blob(t, files, m), &man)
+	if man.MediaType != "application/vnd.oci.image.manifest.v1+json" || m.MediaType != man.MediaType {
+		t.Errorf("manifest media type %q (descriptor %q)", man.MediaType, m.MediaType)
+	}
+	if man.Config.MediaType != "application/vnd.oci.image.config.v1+json" {
+		t.Errorf("config media type %q", man.Config.MediaType)
+	}
+	var cfg configFile
+	unmarshal(t, "config", blob(t, files, man.Config), &cfg)
+	wantTime, _ := time.Parse(time.RFC3339, created)
+	checkImageConfig(t, cfg, arch, wantTime)
+	checkLayer(t, files, man, cfg, arch, binary, wantTime)
+}
 
-			if len(man.Layers) != 1 {
-				t.Fatalf("%d layers, want 1", len(man.Layers))
-			}
-			layer := man.Layers[0]
-			if layer.MediaType != "application/vnd.oci.image.layer.v1.tar+gzip" {
-				t.Errorf("layer media type %q", layer.MediaType)
-			}
-			zr, err := gzip.NewReader(bytes.NewReader(blob(t, files, layer)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			uncompressed, err := io.ReadAll(zr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := sha(uncompressed); len(cfg.RootFS.DiffIDs) != 1 || cfg.RootFS.DiffIDs[0] != got {
-				t.Errorf("rootfs diff_ids %v, the layer's is %s", cfg.RootFS.DiffIDs, got)
-			}
-			tr := tar.NewReader(bytes.NewReader(uncompressed))
-			var names []string
-			for {
-				hdr, err := tr.Next()
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-				names = append(names, hdr.Name)
-				if hdr.Name != "handroll" {
-					continue
-				}
-				if hdr.Typeflag != tar.TypeReg || hdr.Mode != 0o755 || hdr.Uid != 0 || hdr.Gid != 0 || !hdr.ModTime.Equal(wantTime) {
-					t.Errorf("handroll: type %c mode %o owner %d:%d mtime %s, want a regular file 0755 0:0 %s",
-						hdr.Typeflag, hdr.Mode, hdr.Uid, hdr.Gid, hdr.ModTime.UTC(), wantTime)
-				}
-				data, err := io.ReadAll(tr)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !bytes.Equal(data, binaries[arch]) {
-					t.Errorf("/handroll holds %d bytes that are not the linux/%s binary's %d", len(data), arch, len(binaries[arch]))
-				}
-			}
-			if !slices.Equal(names, []string{"handroll"}) {
-				t.Errorf("layer holds %v, want exactly [handroll]", names)
-			}
-		})
+// checkImageConfig checks the config's platform, that it sets only the
+// entrypoint and user, and that it dates from wantTime.
+func checkImageConfig(t *testing.T, cfg configFile, arch string, wantTime time.Time) {
+	t.Helper()
+	if cfg.OS != "linux" || cfg.Architecture != arch {
+		t.Errorf("config platform %s/%s, want linux/%s", cfg.OS, cfg.Architecture, arch)
+	}
+	var keys []string
+	for k := range cfg.Config {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	if !slices.Equal(keys, []string{"Entrypoint", "User"}) {
+		t.Errorf("config.config has %v, want only Entrypoint and User (no Cmd, no Env)", keys)
+	}
+	if got := string(cfg.Config["User"]); got != `"65532:65532"` {
+		t.Errorf("User = %s", got)
+	}
+	if got := string(cfg.Config["Entrypoint"]); got != `["/handroll"]` {
+		t.Errorf("Entrypoint = %s", got)
+	}
+	if !cfg.Created.Equal(wantTime) {
+		t.Errorf("created = %s, want %s", cfg.Created, wantTime)
+	}
+	for _, h := range cfg.History {
+		if !h.Created.Equal(wantTime) {
+			t.Errorf("history created = %s, want %s", h.Created, wantTime)
+		}
+	}
+}
+
+// checkLayer checks that man has one layer, the one cfg's rootfs names,
+// holding /handroll alone: the linux/arch binary, owned by root, dated
+// wantTime.
+func checkLayer(t *testing.T, files map[string][]byte, man manifest, cfg configFile, arch string, binary []byte, wantTime time.Time) {
+	t.Helper()
+	if len(man.Layers) != 1 {
+		t.Fatalf("%d layers, want 1", len(man.Layers))
+	}
+	layer := man.Layers[0]
+	if layer.MediaType != "application/vnd.oci.image.layer.v1.tar+gzip" {
+		t.Errorf("layer media type %q", layer.MediaType)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(blob(t, files, layer)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	uncompressed, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sha(uncompressed); len(cfg.RootFS.DiffIDs) != 1 || cfg.RootFS.DiffIDs[0] != got {
+		t.Errorf("rootfs diff_ids %v, the layer's is %s", cfg.RootFS.DiffIDs, got)
+	}
+	tr := tar.NewReader(bytes.NewReader(uncompressed))
+	var names []string
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, hdr.Name)
+		if hdr.Name != "handroll" {
+			continue
+		}
+		if hdr.Typeflag != tar.TypeReg || hdr.Mode != 0o755 || hdr.Uid != 0 || hdr.Gid != 0 || !hdr.ModTime.Equal(wantTime) {
+			t.Errorf("handroll: type %c mode %o owner %d:%d mtime %s, want a regular file 0755 0:0 %s",
+				hdr.Typeflag, hdr.Mode, hdr.Uid, hdr.Gid, hdr.ModTime.UTC(), wantTime)
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(data, binary) {
+			t.Errorf("/handroll holds %d bytes that are not the linux/%s binary's %d", len(data), arch, len(binary))
+		}
+	}
+	if !slices.Equal(names, []string{"handroll"}) {
+		t.Errorf("layer holds %v, want exactly [handroll]", names)
 	}
 }
 

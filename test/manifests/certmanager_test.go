@@ -87,6 +87,31 @@ type certificate struct {
 }
 
 func checkCertManagerBuild(t *testing.T, ns string, objs, without built) {
+	checkPlaceholdersReplaced(t, ns, objs)
+	secrets := checkCertificates(t, ns, objs)
+
+	for _, key := range []string{"MutatingWebhookConfiguration handroll", "ValidatingWebhookConfiguration handroll", "CustomResourceDefinition webapps.handroll.dev"} {
+		if got := objs[key].GetAnnotations()[injectCAFrom]; got != ns+"/handroll-webhook-cert" {
+			t.Errorf("%s: %s is %q, want %s/handroll-webhook-cert", key, injectCAFrom, got, ns)
+		}
+	}
+
+	// The operator reads each Secret from where its flag says.
+	checkCertDeployment(t, ns, objs, without, secrets)
+
+	checkCertManagerRBAC(t, ns, objs)
+
+	// The ServiceMonitor, where manifests/monitoring is in the build.
+	checkCertServiceMonitor(t, ns, objs, secrets)
+
+	// Nothing else changes; what the component adds is its own.
+	checkOnlyCertManagerChanges(t, ns, objs, without)
+}
+
+// checkPlaceholdersReplaced checks that no object still holds the
+// placeholder NAMESPACE and that cert-manager's objects are in ns.
+func checkPlaceholdersReplaced(t *testing.T, ns string, objs built) {
+	t.Helper()
 	for key, u := range objs {
 		if b, _ := yaml.Marshal(u.Object); strings.Contains(string(b), "NAMESPACE.") || strings.Contains(string(b), "NAMESPACE/") {
 			t.Errorf("%s still holds the placeholder NAMESPACE", key)
@@ -95,21 +120,30 @@ func checkCertManagerBuild(t *testing.T, ns string, objs, without built) {
 			t.Errorf("%s is in namespace %q, want %q", key, u.GetNamespace(), ns)
 		}
 	}
-	cert := func(name string) certificate {
-		t.Helper()
-		u, ok := objs[objectKey("Certificate", ns, name)]
-		if !ok {
-			t.Fatalf("the build has no Certificate %s/%s", ns, name)
-		}
-		var c certificate
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &c); err != nil {
-			t.Fatal(err)
-		}
-		return c
+}
+
+// certificateOf returns the Certificate ns/name of the build, failing t
+// if there is none.
+func certificateOf(t *testing.T, objs built, ns, name string) certificate {
+	t.Helper()
+	u, ok := objs[objectKey("Certificate", ns, name)]
+	if !ok {
+		t.Fatalf("the build has no Certificate %s/%s", ns, name)
 	}
+	var c certificate
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// checkCertificates checks the CA chain and each Service's certificate,
+// and returns each Service's certificate Secret.
+func checkCertificates(t *testing.T, ns string, objs built) map[string]string {
+	t.Helper()
 	// The CA chain: a self-signed Issuer makes the CA, whose Issuer signs
 	// the serving certificates.
-	ca := cert("handroll-ca")
+	ca := certificateOf(t, objs, ns, "handroll-ca")
 	if !ca.Spec.IsCA || ca.Spec.IssuerRef.Kind != "Issuer" || issuerSpec(t, objs, ns, ca.Spec.IssuerRef.Name)["selfSigned"] == nil {
 		t.Errorf("Certificate handroll-ca: want a CA issued by a self-signed Issuer, have %+v", ca.Spec)
 	}
@@ -119,7 +153,7 @@ func checkCertManagerBuild(t *testing.T, ns string, objs, without built) {
 	}
 	secrets := map[string]string{} // Service → the Secret of its certificate
 	for svc, name := range map[string]string{"handroll-webhook": "handroll-webhook-cert", "handroll-metrics": "handroll-metrics-cert"} {
-		c := cert(name)
+		c := certificateOf(t, objs, ns, name)
 		if _, ok := objs[objectKey("Service", ns, svc)]; !ok {
 			t.Fatalf("the build has no Service %s/%s", ns, svc)
 		}
@@ -132,14 +166,13 @@ func checkCertManagerBuild(t *testing.T, ns string, objs, without built) {
 		}
 		secrets[svc] = c.Spec.SecretName
 	}
+	return secrets
+}
 
-	for _, key := range []string{"MutatingWebhookConfiguration handroll", "ValidatingWebhookConfiguration handroll", "CustomResourceDefinition webapps.handroll.dev"} {
-		if got := objs[key].GetAnnotations()[injectCAFrom]; got != ns+"/handroll-webhook-cert" {
-			t.Errorf("%s: %s is %q, want %s/handroll-webhook-cert", key, injectCAFrom, got, ns)
-		}
-	}
-
-	// The operator reads each Secret from where its flag says.
+// checkCertDeployment checks that the operator reads each Secret from where
+// its flag says, and that the Deployment changes in nothing else.
+func checkCertDeployment(t *testing.T, ns string, objs, without built, secrets map[string]string) {
+	t.Helper()
 	dep := get[appsv1.Deployment](t, objs, objectKey("Deployment", ns, "handroll"))
 	c := dep.Spec.Template.Spec.Containers[0]
 	mounted := map[string]string{} // mount path → Secret
@@ -177,10 +210,12 @@ func checkCertManagerBuild(t *testing.T, ns string, objs, without built) {
 	if !apiequality.Semantic.DeepEqual(wantDep, dep) {
 		t.Errorf("manifests/certmanager changes the Deployment beyond the two volumes and flags, and dropping --metrics-ca-configmap: args %q", c.Args)
 	}
+}
 
-	checkCertManagerRBAC(t, ns, objs)
-
-	// The ServiceMonitor, where manifests/monitoring is in the build.
+// checkCertServiceMonitor checks that the ServiceMonitor, where the build
+// has one, verifies the metrics certificate against cert-manager's CA.
+func checkCertServiceMonitor(t *testing.T, ns string, objs built, secrets map[string]string) {
+	t.Helper()
 	if sm, ok := objs[objectKey("ServiceMonitor", ns, "handroll")]; ok {
 		eps, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
 		ep, _ := eps[0].(map[string]any)
@@ -193,8 +228,12 @@ func checkCertManagerBuild(t *testing.T, ns string, objs, without built) {
 	} else if ns != operatorNS {
 		t.Errorf("the overlay with manifests/monitoring has no ServiceMonitor %s/handroll", ns)
 	}
+}
 
-	// Nothing else changes; what the component adds is its own.
+// checkOnlyCertManagerChanges checks that, against the build without the
+// component, nothing else changes and what it adds is cert-manager's.
+func checkOnlyCertManagerChanges(t *testing.T, ns string, objs, without built) {
+	t.Helper()
 	changed := map[string]bool{
 		objectKey("Deployment", ns, "handroll"): true, objectKey("ServiceMonitor", ns, "handroll"): true,
 		"MutatingWebhookConfiguration handroll": true, "ValidatingWebhookConfiguration handroll": true,

@@ -165,30 +165,53 @@ func get[T any](t *testing.T, objs built, key string) *T {
 func TestDefaultBuilds(t *testing.T) {
 	kubectl := kubectlPath(t)
 	objs := kustomize(t, kubectl, "default")
+	checkDefaultObjects(t, objs)
 
-	want := []string{
-		"Namespace handroll-system",
-		"CustomResourceDefinition webapps.handroll.dev",
-		"ServiceAccount handroll-system/handroll",
-		"Role handroll-system/handroll-leader-election",
-		"Role handroll-system/handroll-webhook-certs",
-		"RoleBinding handroll-system/handroll-leader-election",
-		"RoleBinding handroll-system/handroll-webhook-certs",
-		"ClusterRole handroll-manager",
-		"ClusterRole handroll-metrics-reader",
-		"ClusterRole handroll-webhook-certs",
-		"ClusterRole webapp-admin",
-		"ClusterRole webapp-editor",
-		"ClusterRole webapp-viewer",
-		"ClusterRoleBinding handroll-manager",
-		"ClusterRoleBinding handroll-webhook-certs",
-		"Deployment handroll-system/handroll",
-		"PodDisruptionBudget handroll-system/handroll",
-		"Service handroll-system/handroll-metrics",
-		"Service handroll-system/handroll-webhook",
-		"MutatingWebhookConfiguration handroll",
-		"ValidatingWebhookConfiguration handroll",
+	ns := get[corev1.Namespace](t, objs, "Namespace handroll-system")
+	if ns.Labels["pod-security.kubernetes.io/enforce"] != "restricted" {
+		t.Errorf("namespace %s is not labelled pod-security.kubernetes.io/enforce=restricted", ns.Name)
 	}
+
+	pod, ports := checkDefaultDeployment(t, objs)
+	checkServicesTargetThePod(t, objs, pod, ports)
+	webhookSvc := get[corev1.Service](t, objs, "Service handroll-system/handroll-webhook")
+	if len(webhookSvc.Spec.Ports) != 1 || webhookSvc.Spec.Ports[0].Port != 443 || webhookSvc.Spec.Ports[0].TargetPort.StrVal != "webhook" {
+		t.Errorf("Service handroll-webhook ports %+v, want 443 to the named port webhook", webhookSvc.Spec.Ports)
+	}
+	checkAdmissionWebhooks(t, objs, webhookSvc.Name)
+	checkConversionWebhook(t, objs, webhookSvc.Name)
+	checkResourceNamesDefined(t, objs)
+}
+
+// defaultBuild is what manifests/default must build, exactly.
+var defaultBuild = []string{
+	"Namespace handroll-system",
+	"CustomResourceDefinition webapps.handroll.dev",
+	"ServiceAccount handroll-system/handroll",
+	"Role handroll-system/handroll-leader-election",
+	"Role handroll-system/handroll-webhook-certs",
+	"RoleBinding handroll-system/handroll-leader-election",
+	"RoleBinding handroll-system/handroll-webhook-certs",
+	"ClusterRole handroll-manager",
+	"ClusterRole handroll-metrics-reader",
+	"ClusterRole handroll-webhook-certs",
+	"ClusterRole webapp-admin",
+	"ClusterRole webapp-editor",
+	"ClusterRole webapp-viewer",
+	"ClusterRoleBinding handroll-manager",
+	"ClusterRoleBinding handroll-webhook-certs",
+	"Deployment handroll-system/handroll",
+	"PodDisruptionBudget handroll-system/handroll",
+	"Service handroll-system/handroll-metrics",
+	"Service handroll-system/handroll-webhook",
+	"MutatingWebhookConfiguration handroll",
+	"ValidatingWebhookConfiguration handroll",
+}
+
+// checkDefaultObjects fails t unless objs are defaultBuild, exactly.
+func checkDefaultObjects(t *testing.T, objs built) {
+	t.Helper()
+	want := slices.Clone(defaultBuild)
 	var got []string
 	for k := range objs {
 		got = append(got, k)
@@ -198,12 +221,14 @@ func TestDefaultBuilds(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("manifests/default builds\n\t%s\nwant\n\t%s", strings.Join(got, "\n\t"), strings.Join(want, "\n\t"))
 	}
+}
 
-	ns := get[corev1.Namespace](t, objs, "Namespace handroll-system")
-	if ns.Labels["pod-security.kubernetes.io/enforce"] != "restricted" {
-		t.Errorf("namespace %s is not labelled pod-security.kubernetes.io/enforce=restricted", ns.Name)
-	}
-
+// checkDefaultDeployment checks the operator's Deployment: its
+// ServiceAccount, one container, no volumes, and flags that name what the
+// manifests define. It returns the pod template and the container's ports
+// by name.
+func checkDefaultDeployment(t *testing.T, objs built) (corev1.PodTemplateSpec, map[string]int32) {
+	t.Helper()
 	dep := get[appsv1.Deployment](t, objs, "Deployment handroll-system/handroll")
 	pod := dep.Spec.Template
 	if pod.Spec.ServiceAccountName != operatorSA {
@@ -241,7 +266,13 @@ func TestDefaultBuilds(t *testing.T) {
 			t.Errorf("the Deployment sets %s=%s; the manifests (RBAC resourceNames, manifests/webhook) name %s", flag, v, name)
 		}
 	}
+	return pod, ports
+}
 
+// checkServicesTargetThePod checks that each Service selects the pod and
+// targets a port the container names.
+func checkServicesTargetThePod(t *testing.T, objs built, pod corev1.PodTemplateSpec, ports map[string]int32) {
+	t.Helper()
 	// Each Service selects the operator's pods and targets a port the
 	// container declares.
 	for _, key := range []string{"Service handroll-system/handroll-metrics", "Service handroll-system/handroll-webhook"} {
@@ -255,11 +286,12 @@ func TestDefaultBuilds(t *testing.T) {
 			}
 		}
 	}
-	webhookSvc := get[corev1.Service](t, objs, "Service handroll-system/handroll-webhook")
-	if len(webhookSvc.Spec.Ports) != 1 || webhookSvc.Spec.Ports[0].Port != 443 || webhookSvc.Spec.Ports[0].TargetPort.StrVal != "webhook" {
-		t.Errorf("Service handroll-webhook ports %+v, want 443 to the named port webhook", webhookSvc.Spec.Ports)
-	}
+}
 
+// checkAdmissionWebhooks checks that each webhook configuration has one
+// webhook, calling the path pkg/admission serves through Service service.
+func checkAdmissionWebhooks(t *testing.T, objs built, service string) {
+	t.Helper()
 	for kind, path := range map[string]string{
 		"MutatingWebhookConfiguration":   admission.DefaulterPath,
 		"ValidatingWebhookConfiguration": admission.ValidatorPath,
@@ -276,9 +308,14 @@ func TestDefaultBuilds(t *testing.T) {
 		if len(hooks) != 1 {
 			t.Fatalf("%s has %d webhooks, want 1", key, len(hooks))
 		}
-		checkWebhook(t, key+" webhook "+hooks[0].Name, hooks[0], webhookSvc.Name, path)
+		checkWebhook(t, key+" webhook "+hooks[0].Name, hooks[0], service, path)
 	}
+}
 
+// checkConversionWebhook checks the CRD's conversion webhook, if it has
+// one.
+func checkConversionWebhook(t *testing.T, objs built, service string) {
+	t.Helper()
 	// The CRD's conversion webhook, when it has one, goes through the same
 	// Service. (The apiextensions types stay out of this package; the
 	// fields are those of apiextensions.k8s.io/v1 CustomResourceConversion.)
@@ -304,9 +341,9 @@ func TestDefaultBuilds(t *testing.T) {
 	default:
 		cc := conversion.Webhook.ClientConfig
 		svc := cc.Service
-		if cc.URL != nil || svc == nil || svc.Namespace != operatorNS || svc.Name != webhookSvc.Name ||
+		if cc.URL != nil || svc == nil || svc.Namespace != operatorNS || svc.Name != service ||
 			svc.Path == nil || *svc.Path != "/convert" || (svc.Port != nil && *svc.Port != 443) {
-			t.Errorf("the CRD's conversion webhook clientConfig %+v, want service %s/%s port 443 path /convert", cc, operatorNS, webhookSvc.Name)
+			t.Errorf("the CRD's conversion webhook clientConfig %+v, want service %s/%s port 443 path /convert", cc, operatorNS, service)
 		}
 		if len(cc.CABundle) != 0 {
 			t.Errorf("the CRD's conversion webhook carries a caBundle; the operator injects it")
@@ -315,7 +352,12 @@ func TestDefaultBuilds(t *testing.T) {
 			t.Errorf("the CRD's conversionReviewVersions %v lack v1, the only one pkg/server.ServeConversion speaks", conversion.Webhook.ConversionReviewVersions)
 		}
 	}
+}
 
+// checkResourceNamesDefined checks that what the RBAC names by
+// resourceNames is what objs define.
+func checkResourceNamesDefined(t *testing.T, objs built) {
+	t.Helper()
 	// What the RBAC names by resourceNames is what this build defines.
 	defined := map[string]bool{}
 	for _, u := range objs {

@@ -49,6 +49,24 @@ func TestNetworkPolicyComponent(t *testing.T) {
 	without := kustomizePath(t, kubectl, installOverlay(t, elsewhere), "the overlay without it")
 
 	// The component adds the policies and changes nothing else.
+	checkOnlyPoliciesAdded(t, objs, without)
+
+	pod, containerPorts := overlayPod(t, objs)
+	var policies []*networkingv1.NetworkPolicy
+	for _, name := range slices.Sorted(maps.Keys(policyPorts)) {
+		np := get[networkingv1.NetworkPolicy](t, objs, objectKey("NetworkPolicy", elsewhere, name))
+		policies = append(policies, np)
+		checkPolicy(t, name, np, pod, containerPorts)
+	}
+
+	// A real API server takes them as they are, in the overlay's namespace.
+	checkAPIServerTakesPolicies(t, kubectl, objs, policies)
+}
+
+// checkOnlyPoliciesAdded checks that objs are without and the policies of
+// policyPorts, in the overlay's namespace.
+func checkOnlyPoliciesAdded(t *testing.T, objs, without built) {
+	t.Helper()
 	var added []string
 	for key, u := range objs {
 		if w, ok := without[key]; !ok {
@@ -65,7 +83,12 @@ func TestNetworkPolicyComponent(t *testing.T) {
 	if !slices.Equal(added, want) {
 		t.Fatalf("manifests/network-policy adds %v to the overlay, want %v", added, want)
 	}
+}
 
+// overlayPod returns the pod template of the overlay's Deployment, and its
+// containers' ports by name.
+func overlayPod(t *testing.T, objs built) (corev1.PodTemplateSpec, map[string]int32) {
+	t.Helper()
 	depKey, ok := findKind(objs, "Deployment")
 	if !ok || depKey != objectKey("Deployment", elsewhere, "handroll") {
 		t.Fatalf("the overlay's Deployment is %q, want %s", depKey, objectKey("Deployment", elsewhere, "handroll"))
@@ -77,46 +100,51 @@ func TestNetworkPolicyComponent(t *testing.T) {
 			containerPorts[p.Name] = p.ContainerPort
 		}
 	}
+	return pod, containerPorts
+}
 
-	var policies []*networkingv1.NetworkPolicy
-	for _, name := range slices.Sorted(maps.Keys(policyPorts)) {
-		np := get[networkingv1.NetworkPolicy](t, objs, objectKey("NetworkPolicy", elsewhere, name))
-		policies = append(policies, np)
-		// An empty podSelector would isolate every pod of the namespace,
-		// which the overlay may share with other workloads.
-		sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
-		if err != nil || sel.Empty() || !sel.Matches(labels.Set(pod.Labels)) {
-			t.Errorf("%s: podSelector %v must select the Deployment's pods %v, and only them", name, np.Spec.PodSelector, pod.Labels)
-		}
-		if !slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) {
-			t.Errorf("%s: policyTypes %v, want [Ingress]: egress stays open, the operator calls the API server", name, np.Spec.PolicyTypes)
-		}
-		if len(np.Spec.Ingress) != 1 || len(np.Spec.Ingress[0].Ports) != 1 {
-			t.Fatalf("%s: want one ingress rule with one port, have %+v", name, np.Spec.Ingress)
-		}
-		rule := np.Spec.Ingress[0]
-		p := rule.Ports[0]
-		portName := policyPorts[name]
-		if !portIs(p, portName, containerPorts) {
-			t.Errorf("%s: opens port %v, want the container port %s (%d), TCP", name, p.Port, portName, containerPorts[portName])
-		}
-
-		switch portName {
-		case "metrics":
-			want := []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"metrics": "enabled"}}}}
-			if !apiequality.Semantic.DeepEqual(rule.From, want) {
-				t.Errorf("%s: from %s, want only namespaces labelled metrics=enabled (any pod in them)", name, asJSON(rule.From))
-			}
-		case "webhook":
-			// The API server is on the host network or outside the
-			// cluster: no selector matches it.
-			if len(rule.From) != 0 {
-				t.Errorf("%s: from %s, want any source: no namespace or pod selector matches the API server", name, asJSON(rule.From))
-			}
-		}
+// checkPolicy checks that policy name selects the operator's pods alone
+// and lets in only its port, from the sources it names.
+func checkPolicy(t *testing.T, name string, np *networkingv1.NetworkPolicy, pod corev1.PodTemplateSpec, containerPorts map[string]int32) {
+	t.Helper()
+	// An empty podSelector would isolate every pod of the namespace,
+	// which the overlay may share with other workloads.
+	sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+	if err != nil || sel.Empty() || !sel.Matches(labels.Set(pod.Labels)) {
+		t.Errorf("%s: podSelector %v must select the Deployment's pods %v, and only them", name, np.Spec.PodSelector, pod.Labels)
+	}
+	if !slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) {
+		t.Errorf("%s: policyTypes %v, want [Ingress]: egress stays open, the operator calls the API server", name, np.Spec.PolicyTypes)
+	}
+	if len(np.Spec.Ingress) != 1 || len(np.Spec.Ingress[0].Ports) != 1 {
+		t.Fatalf("%s: want one ingress rule with one port, have %+v", name, np.Spec.Ingress)
+	}
+	rule := np.Spec.Ingress[0]
+	p := rule.Ports[0]
+	portName := policyPorts[name]
+	if !portIs(p, portName, containerPorts) {
+		t.Errorf("%s: opens port %v, want the container port %s (%d), TCP", name, p.Port, portName, containerPorts[portName])
 	}
 
-	// A real API server takes them as they are, in the overlay's namespace.
+	switch portName {
+	case "metrics":
+		want := []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"metrics": "enabled"}}}}
+		if !apiequality.Semantic.DeepEqual(rule.From, want) {
+			t.Errorf("%s: from %s, want only namespaces labelled metrics=enabled (any pod in them)", name, asJSON(rule.From))
+		}
+	case "webhook":
+		// The API server is on the host network or outside the
+		// cluster: no selector matches it.
+		if len(rule.From) != 0 {
+			t.Errorf("%s: from %s, want any source: no namespace or pod selector matches the API server", name, asJSON(rule.From))
+		}
+	}
+}
+
+// checkAPIServerTakesPolicies creates the policies on a real API server,
+// in the overlay's namespace, and checks that it stores them as they are.
+func checkAPIServerTakesPolicies(t *testing.T, kubectl string, objs built, policies []*networkingv1.NetworkPolicy) {
+	t.Helper()
 	cp := startAPIServer(t)
 	ctx, cancel := budget.Context(t, t.Context(), time.Minute, "the API server to take the NetworkPolicies")
 	defer cancel()
