@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/utils/ptr"
@@ -55,49 +57,12 @@ func TestTrimmedCacheAgainstAPIServer(t *testing.T) {
 	setDeploymentStatus(ctx, t, kube, ns, w.Name)
 
 	caches := startTrimmedCaches(ctx, t, cp, ns)
-	deployments, services, configMaps := caches.DeploymentLister().Deployments(ns), caches.ServiceLister().Services(ns), caches.ConfigMapLister().ConfigMaps(ns)
-	// cached waits until the cache holds name at the API server's current
-	// resourceVersion.
-	type getter[T metav1.Object] struct {
-		server func() (T, error)
-		cache  func() (T, error)
-	}
-	cached := func(t *testing.T, g getter[metav1.Object]) metav1.Object {
+	cached := func(t *testing.T, g cacheGetter) metav1.Object {
 		t.Helper()
-		want, err := g.server()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got metav1.Object
-		if err := budget.Poll(ctx, 20*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-			got, err = g.cache()
-			return err == nil && got.GetResourceVersion() == want.GetResourceVersion(), nil
-		}); err != nil {
-			t.Fatalf("the cache does not show %s at resourceVersion %s: %v", want.GetName(), want.GetResourceVersion(), err)
-		}
-		return got
+		return cachedAtServerVersion(ctx, t, g)
 	}
-	dep := getter[metav1.Object]{
-		server: func() (metav1.Object, error) {
-			return kube.AppsV1().Deployments(ns).Get(ctx, w.Name, metav1.GetOptions{})
-		},
-		cache: func() (metav1.Object, error) { return deployments.Get(w.Name) },
-	}
-	svc := getter[metav1.Object]{
-		server: func() (metav1.Object, error) { return kube.CoreV1().Services(ns).Get(ctx, w.Name, metav1.GetOptions{}) },
-		cache:  func() (metav1.Object, error) { return services.Get(w.Name) },
-	}
-	cm := getter[metav1.Object]{
-		server: func() (metav1.Object, error) {
-			return kube.CoreV1().ConfigMaps(ns).Get(ctx, *desiredCM.Name, metav1.GetOptions{})
-		},
-		cache: func() (metav1.Object, error) { return configMaps.Get(*desiredCM.Name) },
-	}
-	kinds := []struct {
-		kind    string
-		desired any
-		get     getter[metav1.Object]
-	}{{"Deployment", desiredDep, dep}, {"Service", desiredSvc, svc}, {"ConfigMap", desiredCM, cm}}
+	kinds := cachedKinds(ctx, kube, caches, ns, w.Name, desiredDep, desiredSvc, desiredCM)
+	dep := kinds[0].get
 
 	for _, k := range kinds {
 		got := cached(t, k.get)
@@ -118,32 +83,7 @@ func TestTrimmedCacheAgainstAPIServer(t *testing.T) {
 	}
 
 	// Hand edits, as kubectl edit makes them: another manager, an update.
-	d, err := kube.AppsV1().Deployments(ns).Get(ctx, w.Name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.Spec.Template.Spec.Containers[0].Image = "someone/else:1"
-	if _, err := kube.AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{FieldManager: "kubectl-edit"}); err != nil {
-		t.Fatal(err)
-	}
-	s, err := kube.CoreV1().Services(ns).Get(ctx, w.Name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Not the port: it is the key of the list's elements in server-side
-	// apply, so the apply adds an element rather than reverting the edit.
-	s.Spec.Selector[webapp.LabelInstance] = "other"
-	if _, err := kube.CoreV1().Services(ns).Update(ctx, s, metav1.UpdateOptions{FieldManager: "kubectl-edit"}); err != nil {
-		t.Fatal(err)
-	}
-	c, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, *desiredCM.Name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Data["feature"] = "off"
-	if _, err := kube.CoreV1().ConfigMaps(ns).Update(ctx, c, metav1.UpdateOptions{FieldManager: "kubectl-edit"}); err != nil {
-		t.Fatal(err)
-	}
+	editChildrenByHand(ctx, t, kube, ns, w.Name, *desiredCM.Name)
 	drift := map[string]string{
 		"Deployment": ".spec.template.spec.containers[name=app].image",
 		"Service":    ".spec.selector." + webapp.LabelInstance,
@@ -162,6 +102,94 @@ func TestTrimmedCacheAgainstAPIServer(t *testing.T) {
 		if d := firstDifference(t, k.desired, cached(t, k.get)); d != "" {
 			t.Errorf("%s applied again: the cached object still differs at %s", k.kind, d)
 		}
+	}
+}
+
+// cacheGetter reads one child from the API server and from the cache.
+type cacheGetter struct {
+	server func() (metav1.Object, error)
+	cache  func() (metav1.Object, error)
+}
+
+// cachedKind is one kind of child: what handroll applies, and its getter.
+type cachedKind struct {
+	kind    string
+	desired any
+	get     cacheGetter
+}
+
+// cachedKinds are the WebApp's children: what handroll applies to each,
+// and how to read it from the API server and from caches.
+func cachedKinds(ctx context.Context, kube kubernetes.Interface, caches *handrollcache.Caches, ns, name string,
+	desiredDep *appsv1ac.DeploymentApplyConfiguration, desiredSvc *corev1ac.ServiceApplyConfiguration, desiredCM *corev1ac.ConfigMapApplyConfiguration,
+) []cachedKind {
+	deployments, services, configMaps := caches.DeploymentLister().Deployments(ns), caches.ServiceLister().Services(ns), caches.ConfigMapLister().ConfigMaps(ns)
+	dep := cacheGetter{
+		server: func() (metav1.Object, error) {
+			return kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		},
+		cache: func() (metav1.Object, error) { return deployments.Get(name) },
+	}
+	svc := cacheGetter{
+		server: func() (metav1.Object, error) { return kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{}) },
+		cache:  func() (metav1.Object, error) { return services.Get(name) },
+	}
+	cm := cacheGetter{
+		server: func() (metav1.Object, error) {
+			return kube.CoreV1().ConfigMaps(ns).Get(ctx, *desiredCM.Name, metav1.GetOptions{})
+		},
+		cache: func() (metav1.Object, error) { return configMaps.Get(*desiredCM.Name) },
+	}
+	return []cachedKind{{"Deployment", desiredDep, dep}, {"Service", desiredSvc, svc}, {"ConfigMap", desiredCM, cm}}
+}
+
+// cachedAtServerVersion waits until the cache holds g's object at the API
+// server's current resourceVersion, and returns it.
+func cachedAtServerVersion(ctx context.Context, t *testing.T, g cacheGetter) metav1.Object {
+	t.Helper()
+	want, err := g.server()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got metav1.Object
+	if err := budget.Poll(ctx, 20*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		got, err = g.cache()
+		return err == nil && got.GetResourceVersion() == want.GetResourceVersion(), nil
+	}); err != nil {
+		t.Fatalf("the cache does not show %s at resourceVersion %s: %v", want.GetName(), want.GetResourceVersion(), err)
+	}
+	return got
+}
+
+// editChildrenByHand edits a field handroll sets in each child, as kubectl
+// edit does: another manager, an update.
+func editChildrenByHand(ctx context.Context, t *testing.T, kube kubernetes.Interface, ns, name, configMap string) {
+	t.Helper()
+	d, err := kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Spec.Template.Spec.Containers[0].Image = "someone/else:1"
+	if _, err := kube.AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{FieldManager: "kubectl-edit"}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Not the port: it is the key of the list's elements in server-side
+	// apply, so the apply adds an element rather than reverting the edit.
+	s.Spec.Selector[webapp.LabelInstance] = "other"
+	if _, err := kube.CoreV1().Services(ns).Update(ctx, s, metav1.UpdateOptions{FieldManager: "kubectl-edit"}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, configMap, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Data["feature"] = "off"
+	if _, err := kube.CoreV1().ConfigMaps(ns).Update(ctx, c, metav1.UpdateOptions{FieldManager: "kubectl-edit"}); err != nil {
+		t.Fatal(err)
 	}
 }
 

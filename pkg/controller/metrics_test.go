@@ -36,7 +36,28 @@ func TestMetricNamesLabelsAndValues(t *testing.T) {
 		t.Fatalf("Start: %v", err)
 	}
 
-	const want = `
+	if err := testutil.GatherAndCompare(h.reg, strings.NewReader(wantCountersAndGauges),
+		"controller_runtime_active_workers",
+		"controller_runtime_max_concurrent_reconciles",
+		"controller_runtime_reconcile_errors_total",
+		"controller_runtime_reconcile_panics_total",
+		"controller_runtime_reconcile_timeouts_total",
+		"controller_runtime_reconcile_total",
+		"controller_runtime_terminal_reconcile_errors_total",
+		"workqueue_adds_total",
+		"workqueue_depth",
+		"workqueue_retries_total",
+	); err != nil {
+		t.Error(err)
+	}
+
+	checkTimedMetrics(t, h.reg)
+	checkFamiliesAreControllerRuntimes(t, h.reg)
+}
+
+// wantCountersAndGauges is the exported text of the counters and gauges
+// after TestMetricNamesLabelsAndValues's run.
+const wantCountersAndGauges = `
 # HELP controller_runtime_active_workers Number of currently used workers per controller
 # TYPE controller_runtime_active_workers gauge
 controller_runtime_active_workers{controller="metrics-test"} 0
@@ -71,23 +92,11 @@ workqueue_depth{controller="metrics-test",name="metrics-test",priority=""} 0
 # TYPE workqueue_retries_total counter
 workqueue_retries_total{controller="metrics-test",name="metrics-test"} 1
 `
-	if err := testutil.GatherAndCompare(h.reg, strings.NewReader(want),
-		"controller_runtime_active_workers",
-		"controller_runtime_max_concurrent_reconciles",
-		"controller_runtime_reconcile_errors_total",
-		"controller_runtime_reconcile_panics_total",
-		"controller_runtime_reconcile_timeouts_total",
-		"controller_runtime_reconcile_total",
-		"controller_runtime_terminal_reconcile_errors_total",
-		"workqueue_adds_total",
-		"workqueue_depth",
-		"workqueue_retries_total",
-	); err != nil {
-		t.Error(err)
-	}
 
-	// Histograms and the time gauges: the values depend on timing, so only
-	// the names, labels and sample counts are checked.
+// checkTimedMetrics checks the histograms and the time gauges: the values
+// depend on timing, so only the names, labels and sample counts are checked.
+func checkTimedMetrics(t *testing.T, reg prometheus.Gatherer) {
+	t.Helper()
 	ctrl := map[string]string{"controller": "metrics-test"}
 	queue := map[string]string{"controller": "metrics-test", "name": "metrics-test"}
 	for name, labels := range map[string]map[string]string{
@@ -95,15 +104,19 @@ workqueue_retries_total{controller="metrics-test",name="metrics-test"} 1
 		"workqueue_queue_duration_seconds":          queue,
 		"workqueue_work_duration_seconds":           queue,
 	} {
-		if n := metricValue(t, h.reg, name, labels); n != 3 {
+		if n := metricValue(t, reg, name, labels); n != 3 {
 			t.Errorf("%s has %v samples, want 3", name, n)
 		}
 	}
-	metricValue(t, h.reg, "workqueue_unfinished_work_seconds", queue)
-	metricValue(t, h.reg, "workqueue_longest_running_processor_seconds", queue)
+	metricValue(t, reg, "workqueue_unfinished_work_seconds", queue)
+	metricValue(t, reg, "workqueue_longest_running_processor_seconds", queue)
+}
 
-	// Every family this package exports is one of controller-runtime's.
-	families, err := h.reg.Gather()
+// checkFamiliesAreControllerRuntimes checks that every family this package
+// exports is one of controller-runtime's.
+func checkFamiliesAreControllerRuntimes(t *testing.T, reg prometheus.Gatherer) {
+	t.Helper()
+	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -200,12 +200,6 @@ func TestPriorityQueueKeyAddedWhileProcessing(t *testing.T) {
 // may be held by two workers at once, and once all is quiet the queue's
 // bookkeeping must be empty.
 func TestPriorityQueueNeverHandsAKeyToTwoWorkers(t *testing.T) {
-	const (
-		keys    = 16
-		workers = 8
-		adders  = 4
-		adds    = 2000
-	)
 	limiter := newRecordingLimiter()
 	limiter.delay = 0 // retries come back at once, while the key is held
 	metrics, err := newWorkqueueMetrics(prometheus.NewRegistry())
@@ -215,74 +209,102 @@ func TestPriorityQueueNeverHandsAKeyToTwoWorkers(t *testing.T) {
 	q := newPriorityWorkqueue("hammer", limiter, metrics)
 	defer q.ShutDown()
 
-	var (
-		mu         sync.Mutex
-		held       = map[Request]bool{}
-		violations []Request
-		perPrio    = map[Priority]int{}
-		lowOnlyUp  []Request // low-only keys handed out high
-		processed  atomic.Int64
-		retrying   atomic.Bool
-	)
-	retrying.Store(true)
+	run := &hammerRun{held: map[Request]bool{}, perPrio: map[Priority]int{}}
+	run.retrying.Store(true)
 	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for {
-				req, p, shutdown := q.GetWithPriority()
-				if shutdown {
-					return
-				}
-				mu.Lock()
-				if held[req] {
-					violations = append(violations, req)
-				}
-				held[req] = true
-				perPrio[p]++
-				if n, _ := strconv.Atoi(req.Name); n < keys/2 && p != PriorityLow && retrying.Load() {
-					lowOnlyUp = append(lowOnlyUp, req)
-				}
-				mu.Unlock()
-
-				// Retries at the priority handed out, as the controller does:
-				// at once, while the key is held; or, for the keys added at
-				// random, also after a real delay. (A delayed add whose
-				// priority an earlier one of the key took as it fired comes
-				// back high: that race would trip the check on the low-only
-				// keys.)
-				if retrying.Load() {
-					switch rand.IntN(8) {
-					case 0:
-						q.AddRateLimitedWithPriority(req, p)
-					case 1:
-						q.AddAfterWithPriority(req, 0, p)
-					case 2:
-						if n, _ := strconv.Atoi(req.Name); n >= keys/2 {
-							q.AddAfterWithPriority(req, time.Duration(rand.IntN(1000))*time.Microsecond, p)
-						}
-					}
-				}
-				if rand.IntN(4) == 0 {
-					time.Sleep(time.Duration(rand.IntN(100)) * time.Microsecond)
-				}
-
-				mu.Lock()
-				held[req] = false
-				mu.Unlock()
-				processed.Add(1)
-				q.Done(req)
-			}
-		})
+	for range hammerWorkers {
+		wg.Go(func() { run.work(q) })
 	}
+	addAtRandom(q)
+	run.retrying.Store(false)
+
+	waitForQuietQueue(t, q, run)
+	checkQuietQueueStillLive(t, q, run)
+	q.ShutDown()
+	wg.Wait()
+
+	checkHammerRun(t, q, run)
+}
+
+// The hammering: how many keys, workers and adders, and adds per adder.
+const (
+	hammerKeys    = 16
+	hammerWorkers = 8
+	hammerAdders  = 4
+	hammerAdds    = 2000
+)
+
+// hammerRun is what the hammering workers saw, and whether they still retry.
+type hammerRun struct {
+	mu         sync.Mutex
+	held       map[Request]bool
+	violations []Request
+	perPrio    map[Priority]int
+	lowOnlyUp  []Request // low-only keys handed out high
+	processed  atomic.Int64
+	retrying   atomic.Bool
+}
+
+// work is one worker: it records each key it holds, and while retrying
+// retries some of them, until the queue shuts down.
+func (r *hammerRun) work(q *priorityWorkqueue) {
+	for {
+		req, p, shutdown := q.GetWithPriority()
+		if shutdown {
+			return
+		}
+		r.mu.Lock()
+		if r.held[req] {
+			r.violations = append(r.violations, req)
+		}
+		r.held[req] = true
+		r.perPrio[p]++
+		if n, _ := strconv.Atoi(req.Name); n < hammerKeys/2 && p != PriorityLow && r.retrying.Load() {
+			r.lowOnlyUp = append(r.lowOnlyUp, req)
+		}
+		r.mu.Unlock()
+
+		// Retries at the priority handed out, as the controller does:
+		// at once, while the key is held; or, for the keys added at
+		// random, also after a real delay. (A delayed add whose
+		// priority an earlier one of the key took as it fired comes
+		// back high: that race would trip the check on the low-only
+		// keys.)
+		if r.retrying.Load() {
+			switch rand.IntN(8) {
+			case 0:
+				q.AddRateLimitedWithPriority(req, p)
+			case 1:
+				q.AddAfterWithPriority(req, 0, p)
+			case 2:
+				if n, _ := strconv.Atoi(req.Name); n >= hammerKeys/2 {
+					q.AddAfterWithPriority(req, time.Duration(rand.IntN(1000))*time.Microsecond, p)
+				}
+			}
+		}
+		if rand.IntN(4) == 0 {
+			time.Sleep(time.Duration(rand.IntN(100)) * time.Microsecond)
+		}
+
+		r.mu.Lock()
+		r.held[req] = false
+		r.mu.Unlock()
+		r.processed.Add(1)
+		q.Done(req)
+	}
+}
+
+// addAtRandom runs the adders and waits for them to finish.
+func addAtRandom(q *priorityWorkqueue) {
 	var addWG sync.WaitGroup
-	for range adders {
+	for range hammerAdders {
 		addWG.Go(func() {
-			for range adds {
+			for range hammerAdds {
 				// Half the keys are only ever added low. The others, added at
 				// random, are nearly always raised before a worker takes them.
-				i := rand.IntN(keys)
+				i := rand.IntN(hammerKeys)
 				switch req := key(fmt.Sprint(i)); {
-				case i < keys/2 || rand.IntN(2) == 0:
+				case i < hammerKeys/2 || rand.IntN(2) == 0:
 					q.AddWithPriority(req, PriorityLow)
 				case rand.IntN(4) == 0:
 					q.AddWithPriority(req, PriorityProgress)
@@ -293,60 +315,71 @@ func TestPriorityQueueNeverHandsAKeyToTwoWorkers(t *testing.T) {
 		})
 	}
 	addWG.Wait()
-	retrying.Store(false)
+}
 
-	// Quiet: nothing ready, held or delayed, for a while (the delays are
-	// under a millisecond).
-	quiet := func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, h := range held {
-			if h {
-				return false
-			}
+// quiet reports whether nothing is ready, held or delayed.
+func (r *hammerRun) quiet(q *priorityWorkqueue) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, h := range r.held {
+		if h {
+			return false
 		}
-		q.delayMu.Lock()
-		defer q.delayMu.Unlock()
-		return q.Len() == 0 && len(q.delayedAt) == 0
 	}
+	q.delayMu.Lock()
+	defer q.delayMu.Unlock()
+	return q.Len() == 0 && len(q.delayedAt) == 0
+}
+
+// waitForQuietQueue waits until the queue stays quiet for a while (the
+// delays are under a millisecond).
+func waitForQuietQueue(t *testing.T, q *priorityWorkqueue, r *hammerRun) {
+	t.Helper()
 	deadline := time.Now().Add(waitBound)
 	for stable := 0; stable < 5; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the queue never went quiet")
 		}
-		if quiet() {
+		if r.quiet(q) {
 			stable++
 		} else {
 			stable = 0
 		}
 	}
+}
 
-	// Still live: every key added now is handed out.
-	before := processed.Load()
-	for i := range keys {
+// checkQuietQueueStillLive checks that every key added to the quiet queue
+// is handed out, then waits for it to be quiet again.
+func checkQuietQueueStillLive(t *testing.T, q *priorityWorkqueue, r *hammerRun) {
+	t.Helper()
+	before := r.processed.Load()
+	for i := range hammerKeys {
 		q.Add(key(fmt.Sprint(i)))
 	}
-	for deadline := time.Now().Add(waitBound); processed.Load() < before+keys; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(waitBound); r.processed.Load() < before+hammerKeys; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("processed %d of the %d keys added to the quiet queue", processed.Load()-before, keys)
+			t.Fatalf("processed %d of the %d keys added to the quiet queue", r.processed.Load()-before, hammerKeys)
 		}
 	}
-	for !quiet() {
+	for !r.quiet(q) {
 		time.Sleep(time.Millisecond)
 	}
-	q.ShutDown()
-	wg.Wait()
+}
 
-	mu.Lock()
-	defer mu.Unlock()
-	if len(violations) > 0 {
-		t.Errorf("keys handed to a second worker while held: %v", violations)
+// checkHammerRun checks what the workers saw, and that the queue's
+// bookkeeping is empty.
+func checkHammerRun(t *testing.T, q *priorityWorkqueue, r *hammerRun) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.violations) > 0 {
+		t.Errorf("keys handed to a second worker while held: %v", r.violations)
 	}
-	if perPrio[PriorityProgress] == 0 || perPrio[PriorityHigh] == 0 || perPrio[PriorityLow] == 0 {
-		t.Errorf("keys handed out per priority: %v; want all three", perPrio)
+	if r.perPrio[PriorityProgress] == 0 || r.perPrio[PriorityHigh] == 0 || r.perPrio[PriorityLow] == 0 {
+		t.Errorf("keys handed out per priority: %v; want all three", r.perPrio)
 	}
-	if len(lowOnlyUp) > 0 {
-		t.Errorf("keys only ever added low were handed out high: %v", lowOnlyUp)
+	if len(r.lowOnlyUp) > 0 {
+		t.Errorf("keys only ever added low were handed out high: %v", r.lowOnlyUp)
 	}
 	s := q.store
 	s.mu.Lock()

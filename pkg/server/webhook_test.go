@@ -304,29 +304,10 @@ func TestWebhookServerSpreadsCallsOverConnections(t *testing.T) {
 		}
 		ServeAdmission(allowNamed).ServeHTTP(w, r)
 	}))
-	pool := x509.NewCertPool()
-	pool.AddCert(pair.cert)
 	var dials atomic.Int32
-	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-		TLSClientConfig:   &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
-		ForceAttemptHTTP2: true,
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			dials.Add(1)
-			var d net.Dialer
-			return d.DialContext(ctx, network, addr)
-		},
-	}}
+	client := dialCountingClient(pair.cert, &dials)
 	call := func(query string) error {
-		resp, err := client.Post("https://"+s.BoundAddr()+"/validate"+query, "application/json", bytes.NewReader(reviewBody(t, "uid")))
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		_, _ = io.Copy(io.Discard, resp.Body)
-		if resp.StatusCode != http.StatusOK || resp.Proto != "HTTP/2.0" {
-			return fmt.Errorf("%s %d", resp.Proto, resp.StatusCode)
-		}
-		return nil
+		return postOverHTTP2(t, client, "https://"+s.BoundAddr()+"/validate"+query)
 	}
 	if err := call(""); err != nil {
 		t.Fatal(err)
@@ -354,21 +335,10 @@ func TestWebhookServerSpreadsCallsOverConnections(t *testing.T) {
 	// Aged connections: the first call past the age is answered, then
 	// its connection goes.
 	client.CloseIdleConnections()
-	aged := NewWebhookServer("127.0.0.1:0", cw)
-	aged.MaxConnectionAge = 100 * time.Millisecond
-	aged.Webhooks().Handle("/validate", ServeAdmission(allowNamed))
-	if err := aged.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- aged.Serve(ctx, time.Second) }()
+	aged, stop := startAgedWebhookServer(t, cw)
 	defer func() {
 		client.CloseIdleConnections() // else the stop waits out its grace for them
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("the aged server's Serve: %v", err)
-		}
+		stop()
 	}()
 	s = aged
 	dials.Store(0)
@@ -384,6 +354,59 @@ func TestWebhookServerSpreadsCallsOverConnections(t *testing.T) {
 	// on it; the third dials.
 	if !slices.Equal(got, []int32{1, 1, 2}) {
 		t.Errorf("connections dialled by each of 3 calls spaced past the maximum age: %v, want [1 1 2]", got)
+	}
+}
+
+// dialCountingClient is an HTTP/2 client that trusts ca and counts its
+// dials in dials.
+func dialCountingClient(ca *x509.Certificate, dials *atomic.Int32) *http.Client {
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		TLSClientConfig:   &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
+		ForceAttemptHTTP2: true,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			dials.Add(1)
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		},
+	}}
+}
+
+// postOverHTTP2 posts a review to url and fails unless it is answered 200
+// over HTTP/2.
+func postOverHTTP2(t *testing.T, client *http.Client, url string) error {
+	t.Helper()
+	resp, err := client.Post(url, "application/json", bytes.NewReader(reviewBody(t, "uid")))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusOK || resp.Proto != "HTTP/2.0" {
+		return fmt.Errorf("%s %d", resp.Proto, resp.StatusCode)
+	}
+	return nil
+}
+
+// startAgedWebhookServer serves allowNamed from cw with a maximum
+// connection age of 100 ms, until stop is called.
+func startAgedWebhookServer(t *testing.T, cw *CertWatcher) (aged *Server, stop func()) {
+	t.Helper()
+	aged = NewWebhookServer("127.0.0.1:0", cw)
+	aged.MaxConnectionAge = 100 * time.Millisecond
+	aged.Webhooks().Handle("/validate", ServeAdmission(allowNamed))
+	if err := aged.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- aged.Serve(ctx, time.Second) }()
+	return aged, func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("the aged server's Serve: %v", err)
+		}
 	}
 }
 
@@ -462,13 +485,53 @@ func measureFrozenReplica(t *testing.T, dir string, caPEM []byte, http1 bool) {
 		rate = r
 	}
 	const (
-		timeout   = 10 * time.Second
-		warmUp    = 3 * time.Second
-		observed  = 60 * time.Second
-		callsPath = "/validate"
+		warmUp   = 3 * time.Second
+		observed = 60 * time.Second
 	)
-	addrs := map[string]string{} // pid → address
-	procs := map[string]*os.Process{}
+	addrs, procs := startFrozenReplicas(t, dir, http1)
+	client := serviceClient(t, caPEM, addrs)
+	body := reviewBody(t, "uid-frozen")
+
+	var mu sync.Mutex
+	var calls []frozenCall
+	var wg sync.WaitGroup
+	call := func() {
+		c := callFrozenService(client, body)
+		mu.Lock()
+		calls = append(calls, c)
+		mu.Unlock()
+	}
+	tick := time.NewTicker(time.Second / time.Duration(rate))
+	defer tick.Stop()
+	start := time.Now()
+	var frozenAt time.Time
+	var frozen string
+	for now := range tick.C {
+		if now.Sub(start) > warmUp+observed {
+			break
+		}
+		if frozenAt.IsZero() && now.Sub(start) > warmUp {
+			mu.Lock()
+			last := calls[len(calls)-1].replica
+			mu.Unlock()
+			if err := procs[last].Signal(syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			frozenAt, frozen = time.Now(), last
+		}
+		wg.Go(call)
+	}
+	wg.Wait()
+
+	logFrozenCalls(t, calls, frozenAt, frozen, http1, rate, observed)
+}
+
+// startFrozenReplicas starts two TestWebhookReplicaProcess replicas, killed
+// when the test ends, and returns their addresses and processes by pid.
+func startFrozenReplicas(t *testing.T, dir string, http1 bool) (addrs map[string]string, procs map[string]*os.Process) {
+	t.Helper()
+	addrs = map[string]string{} // pid → address
+	procs = map[string]*os.Process{}
 	for range 2 {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestWebhookReplicaProcess$", "-test.v")
 		cmd.Env = append(os.Environ(), envReplicaDir+"="+dir, envMeasureFrozen+"=")
@@ -502,6 +565,13 @@ func measureFrozenReplica(t *testing.T, dir string, caPEM []byte, http1 bool) {
 	if len(addrs) != 2 {
 		t.Fatalf("replicas listening: %v", addrs)
 	}
+	return addrs, procs
+}
+
+// serviceClient is client-go's transport as kube-apiserver's webhook
+// client builds it, dialling the replicas at addrs as a Service would.
+func serviceClient(t *testing.T, caPEM []byte, addrs map[string]string) *http.Client {
+	t.Helper()
 	var backends []string
 	for _, a := range addrs {
 		backends = append(backends, a)
@@ -517,54 +587,38 @@ func measureFrozenReplica(t *testing.T, dir string, caPEM []byte, http1 bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := &http.Client{Transport: rt}
-	body := reviewBody(t, "uid-frozen")
+	return &http.Client{Transport: rt}
+}
 
-	var mu sync.Mutex
-	var calls []frozenCall
-	var wg sync.WaitGroup
-	call := func() {
-		c := frozenCall{sent: time.Now()}
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		defer cancel()
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "https://webhook.handroll-system.svc:443"+callsPath, bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := client.Do(req)
-		if err == nil {
-			_, err = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			c.replica = resp.Header.Get("X-Replica")
-			if err == nil && resp.StatusCode != http.StatusOK {
-				err = fmt.Errorf("status %d", resp.StatusCode)
-			}
+// callFrozenService makes one call through client, bounded by the
+// webhooks' default timeout, and records it.
+func callFrozenService(client *http.Client, body []byte) frozenCall {
+	const (
+		timeout   = 10 * time.Second
+		callsPath = "/validate"
+	)
+	c := frozenCall{sent: time.Now()}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "https://webhook.handroll-system.svc:443"+callsPath, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err == nil {
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		c.replica = resp.Header.Get("X-Replica")
+		if err == nil && resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("status %d", resp.StatusCode)
 		}
-		c.ended, c.err = time.Now(), err
-		mu.Lock()
-		calls = append(calls, c)
-		mu.Unlock()
 	}
-	tick := time.NewTicker(time.Second / time.Duration(rate))
-	defer tick.Stop()
-	start := time.Now()
-	var frozenAt time.Time
-	var frozen string
-	for now := range tick.C {
-		if now.Sub(start) > warmUp+observed {
-			break
-		}
-		if frozenAt.IsZero() && now.Sub(start) > warmUp {
-			mu.Lock()
-			last := calls[len(calls)-1].replica
-			mu.Unlock()
-			if err := procs[last].Signal(syscall.SIGSTOP); err != nil {
-				t.Fatal(err)
-			}
-			frozenAt, frozen = time.Now(), last
-		}
-		wg.Go(call)
-	}
-	wg.Wait()
+	c.ended, c.err = time.Now(), err
+	return c
+}
 
+// logFrozenCalls logs how the calls sent after the freeze fared: refused,
+// or answered by the other replica.
+func logFrozenCalls(t *testing.T, calls []frozenCall, frozenAt time.Time, frozen string, http1 bool, rate int, observed time.Duration) {
+	t.Helper()
 	var refused, servedByOther int
 	var lastRefusedSent, firstOtherSent time.Duration = -1, -1
 	for _, c := range calls {

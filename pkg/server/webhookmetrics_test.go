@@ -33,31 +33,12 @@ func TestWebhookMetricsCountEveryAnswer(t *testing.T) {
 
 	// Before any request, as controller-runtime: 200 and 500 at zero for
 	// every path, nothing in flight.
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP controller_runtime_webhook_requests_in_flight Current number of admission requests being served.
-# TYPE controller_runtime_webhook_requests_in_flight gauge
-controller_runtime_webhook_requests_in_flight{webhook="/convert"} 0
-controller_runtime_webhook_requests_in_flight{webhook="/mutate-handroll-dev-v1-webapp"} 0
-controller_runtime_webhook_requests_in_flight{webhook="/validate-panics"} 0
-# HELP controller_runtime_webhook_requests_total Total number of admission requests by HTTP status code.
-# TYPE controller_runtime_webhook_requests_total counter
-controller_runtime_webhook_requests_total{code="200",webhook="/convert"} 0
-controller_runtime_webhook_requests_total{code="200",webhook="/mutate-handroll-dev-v1-webapp"} 0
-controller_runtime_webhook_requests_total{code="200",webhook="/validate-panics"} 0
-controller_runtime_webhook_requests_total{code="500",webhook="/convert"} 0
-controller_runtime_webhook_requests_total{code="500",webhook="/mutate-handroll-dev-v1-webapp"} 0
-controller_runtime_webhook_requests_total{code="500",webhook="/validate-panics"} 0
-`), "controller_runtime_webhook_requests_total", "controller_runtime_webhook_requests_in_flight"); err != nil {
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(webhookMetricsAtZero),
+		"controller_runtime_webhook_requests_total", "controller_runtime_webhook_requests_in_flight"); err != nil {
 		t.Error(err)
 	}
 
-	conversion, err := json.Marshal(map[string]any{
-		"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
-		"request": map[string]any{"uid": "u", "desiredAPIVersion": "handroll.dev/v1", "objects": []any{}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	conversion := conversionReviewBody(t)
 	serve := func(method, path, contentType string, body io.Reader, length int64) int {
 		req := httptest.NewRequest(method, path, body)
 		req.Header.Set("Content-Type", contentType)
@@ -104,6 +85,45 @@ controller_runtime_webhook_requests_total{code="500",webhook="/validate-panics"}
 		t.Errorf("an oversized body without Content-Length: %d, want 413", got)
 	}
 
+	checkWebhookRequestCounts(t, mux, reg, admit, convert, broken)
+}
+
+// webhookMetricsAtZero is the metrics' text before any request, as
+// controller-runtime's: 200 and 500 at zero for every path, nothing in
+// flight.
+const webhookMetricsAtZero = `
+# HELP controller_runtime_webhook_requests_in_flight Current number of admission requests being served.
+# TYPE controller_runtime_webhook_requests_in_flight gauge
+controller_runtime_webhook_requests_in_flight{webhook="/convert"} 0
+controller_runtime_webhook_requests_in_flight{webhook="/mutate-handroll-dev-v1-webapp"} 0
+controller_runtime_webhook_requests_in_flight{webhook="/validate-panics"} 0
+# HELP controller_runtime_webhook_requests_total Total number of admission requests by HTTP status code.
+# TYPE controller_runtime_webhook_requests_total counter
+controller_runtime_webhook_requests_total{code="200",webhook="/convert"} 0
+controller_runtime_webhook_requests_total{code="200",webhook="/mutate-handroll-dev-v1-webapp"} 0
+controller_runtime_webhook_requests_total{code="200",webhook="/validate-panics"} 0
+controller_runtime_webhook_requests_total{code="500",webhook="/convert"} 0
+controller_runtime_webhook_requests_total{code="500",webhook="/mutate-handroll-dev-v1-webapp"} 0
+controller_runtime_webhook_requests_total{code="500",webhook="/validate-panics"} 0
+`
+
+// conversionReviewBody is a ConversionReview of no objects.
+func conversionReviewBody(t *testing.T) []byte {
+	t.Helper()
+	conversion, err := json.Marshal(map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+		"request": map[string]any{"uid": "u", "desiredAPIVersion": "handroll.dev/v1", "objects": []any{}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conversion
+}
+
+// checkWebhookRequestCounts checks the requests counted and timed per path
+// and status code after TestWebhookMetricsCountEveryAnswer's requests.
+func checkWebhookRequestCounts(t *testing.T, mux *WebhookMux, reg prometheus.Gatherer, admit, convert, broken string) {
+	t.Helper()
 	for _, c := range []struct {
 		path, code string
 		want       float64

@@ -70,17 +70,7 @@ func TestRangesKeepToThemselvesWhenTheServerStopsFiltering(t *testing.T) {
 	}
 
 	// The API server comes back without the gate: shardSelector ignored.
-	if err := cp.StopComponent("kube-apiserver", 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if err := cp.EditComponentArgs("kube-apiserver", func(args []string) []string {
-		return slices.DeleteFunc(args, func(a string) bool { return a == gate })
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := cp.StartComponent(ctx, "kube-apiserver"); err != nil {
-		t.Fatal(err)
-	}
+	restartAPIServerWithoutGate(ctx, t, cp)
 	for _, ns := range namespaces {
 		eventually("patching "+ns+"/app", func() (bool, string) {
 			_, err := apps.HandrollV1().WebApps(ns).Patch(ctx, "app", types.MergePatchType, []byte(`{"spec":{"replicas":2}}`), metav1.PatchOptions{})
@@ -93,6 +83,31 @@ func TestRangesKeepToThemselvesWhenTheServerStopsFiltering(t *testing.T) {
 		t.Fatalf("the replica did not stop cleanly: %v", err)
 	}
 
+	checkReconcilesInTheirRanges(t, journal, uids)
+}
+
+// restartAPIServerWithoutGate restarts cp's API server without the
+// feature gate, so that it ignores shardSelector.
+func restartAPIServerWithoutGate(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane) {
+	t.Helper()
+	if err := cp.StopComponent("kube-apiserver", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := cp.EditComponentArgs("kube-apiserver", func(args []string) []string {
+		return slices.DeleteFunc(args, func(a string) bool { return a == gate })
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cp.StartComponent(ctx, "kube-apiserver"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkReconcilesInTheirRanges checks, from the journal, that each of the
+// WebApps of uids (by key) was reconciled only by its own range's
+// controller, and at least one was reconciled.
+func checkReconcilesInTheirRanges(t *testing.T, journal string, uids map[string]types.UID) {
+	t.Helper()
 	entries, err := operator.ReadJournal(journal)
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
@@ -51,7 +52,58 @@ func TestWebhookReplicaFrozenBehindAService(t *testing.T) {
 		t.Fatal(err)
 	}
 	svc := newRoundRobin(t)
-	kubeconfig := env.Kubeconfig
+	replicas := startReplicasBehind(t, svc, env.Kubeconfig, certDir, opNS)
+	registerWebhooksAt(ctx, t, kube, "https://"+svc.addr(), ns, caBundle)
+
+	cfg := rest.CopyConfig(env.Config)
+	cfg.QPS, cfg.Burst = float32(4*rate), 8*rate
+	apps := versioned.NewForConfigOrDie(cfg)
+	create := func(i int) error {
+		app := &handrollv1.WebApp{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("app-%d", i), Namespace: ns}, Spec: handrollv1.WebAppSpec{Image: "nginx:1.27"}}
+		_, err := apps.HandrollV1().WebApps(ns).Create(ctx, app, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err
+	}
+	// Until the webhooks answer through the address: the API server reads
+	// new configurations from its informer.
+	waitUntil(t, time.Minute, "a create admitted by the webhooks", func() (bool, string) {
+		if err := create(0); err != nil {
+			return false, err.Error()
+		}
+		conns, _ := svc.counts()
+		return len(conns) > 0, "no webhook call through the address yet"
+	}, func() string { return "" })
+
+	var mu sync.Mutex
+	var results []frozenCreate
+	var wg sync.WaitGroup
+	tick := time.NewTicker(time.Second / time.Duration(rate))
+	defer tick.Stop()
+	start := time.Now()
+	var frozenAt time.Time
+	for i := 1; ; i++ {
+		now := <-tick.C
+		if now.Sub(start) > 3*time.Second+observed {
+			break
+		}
+		if frozenAt.IsZero() && now.Sub(start) > 3*time.Second {
+			freezeMostConnected(t, svc, replicas)
+			frozenAt = time.Now()
+		}
+		wg.Go(func() {
+			err := create(i)
+			mu.Lock()
+			results = append(results, frozenCreate{sent: now, err: err})
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	logFrozenCreates(t, results, frozenAt, svc, rate, observed)
+}
+
+// startReplicasBehind starts two handroll processes serving the webhooks
+// from certDir, each given to svc, and returns them by address.
+func startReplicasBehind(t *testing.T, svc *roundRobin, kubeconfig, certDir, opNS string) map[string]*operator.Operator {
+	t.Helper()
 	replicas := map[string]*operator.Operator{}
 	for range 2 {
 		port := operator.FreePort(t)
@@ -63,9 +115,14 @@ func TestWebhookReplicaFrozenBehindAService(t *testing.T) {
 		replicas[addr] = o
 		svc.add(addr)
 	}
+	return replicas
+}
 
+// registerWebhooksAt registers the manifests' webhooks, for namespace ns
+// only, at url instead of their Service, until the test ends.
+func registerWebhooksAt(ctx context.Context, t *testing.T, kube kubernetes.Interface, url, ns string, caBundle []byte) {
+	t.Helper()
 	mutating, validating := operator.ManifestWebhookConfigurations(t)
-	url := "https://" + svc.addr()
 	suffix := "-frozen-" + ns
 	mutating.Name += suffix
 	validating.Name += suffix
@@ -86,65 +143,34 @@ func TestWebhookReplicaFrozenBehindAService(t *testing.T) {
 	t.Cleanup(func() {
 		_ = kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), validating.Name, metav1.DeleteOptions{})
 	})
+}
 
-	cfg := rest.CopyConfig(env.Config)
-	cfg.QPS, cfg.Burst = float32(4*rate), 8*rate
-	apps := versioned.NewForConfigOrDie(cfg)
-	create := func(i int) error {
-		app := &handrollv1.WebApp{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("app-%d", i), Namespace: ns}, Spec: handrollv1.WebAppSpec{Image: "nginx:1.27"}}
-		_, err := apps.HandrollV1().WebApps(ns).Create(ctx, app, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		return err
-	}
-	// Until the webhooks answer through the address: the API server reads
-	// new configurations from its informer.
-	waitUntil(t, time.Minute, "a create admitted by the webhooks", func() (bool, string) {
-		if err := create(0); err != nil {
-			return false, err.Error()
-		}
-		conns, _ := svc.counts()
-		return len(conns) > 0, "no webhook call through the address yet"
-	}, func() string { return "" })
-
-	type result struct {
-		sent time.Time
-		err  error
-	}
-	var mu sync.Mutex
-	var results []result
-	var wg sync.WaitGroup
-	tick := time.NewTicker(time.Second / time.Duration(rate))
-	defer tick.Stop()
-	start := time.Now()
-	var frozenAt time.Time
+// freezeMostConnected freezes the replica the API server is connected to:
+// the one that was given the most connections.
+func freezeMostConnected(t *testing.T, svc *roundRobin, replicas map[string]*operator.Operator) {
+	t.Helper()
 	var frozen string
-	for i := 1; ; i++ {
-		now := <-tick.C
-		if now.Sub(start) > 3*time.Second+observed {
-			break
+	conns, _ := svc.counts()
+	for addr, n := range conns {
+		if frozen == "" || n > conns[frozen] {
+			frozen = addr
 		}
-		if frozenAt.IsZero() && now.Sub(start) > 3*time.Second {
-			// The replica the API server is connected to: the one that
-			// was given the most connections.
-			conns, _ := svc.counts()
-			for addr, n := range conns {
-				if frozen == "" || n > conns[frozen] {
-					frozen = addr
-				}
-			}
-			if err := syscall.Kill(replicas[frozen].PID(), syscall.SIGSTOP); err != nil {
-				t.Fatal(err)
-			}
-			frozenAt = time.Now()
-			t.Logf("froze %s; connections so far: %v", frozen, conns)
-		}
-		wg.Go(func() {
-			err := create(i)
-			mu.Lock()
-			results = append(results, result{sent: now, err: err})
-			mu.Unlock()
-		})
 	}
-	wg.Wait()
+	if err := syscall.Kill(replicas[frozen].PID(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("froze %s; connections so far: %v", frozen, conns)
+}
+
+// frozenCreate is one create: when it was sent, and how it ended.
+type frozenCreate struct {
+	sent time.Time
+	err  error
+}
+
+// logFrozenCreates logs how the creates sent after the freeze fared.
+func logFrozenCreates(t *testing.T, results []frozenCreate, frozenAt time.Time, svc *roundRobin, rate int, observed time.Duration) {
+	t.Helper()
 	var refused, admitted int
 	var lastRefused time.Duration = -1
 	var firstErr error

@@ -19,6 +19,7 @@ import (
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	"github.com/handroll/handroll/pkg/controller/webapp"
+	"github.com/handroll/handroll/pkg/generated/clientset/versioned"
 	"github.com/handroll/handroll/pkg/shard"
 	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/controlplane"
@@ -54,9 +55,68 @@ func splitTheWebApps(t *testing.T, env *controlplane.ControlPlane) (a, b *operat
 	kube := env.KubeClient(t)
 	apps := env.HandrollClient(t)
 	opNS := env.Namespace(t)
-	// At least 8 WebApps, and one in each of the 4 ranges: their uids, so
-	// their ranges, are the server's draw, and a replica whose two ranges
-	// held none would have nothing to reconcile (1 in 256 with 8 alone).
+	namespaces := createWebAppsInEveryRange(ctx, t, env, apps)
+	dir := t.TempDir()
+	kubeconfig := env.WriteKubeconfig(t, func(*clientcmdapi.Config) {})
+	// All namespaces, not --namespaces: the caches are narrowed by the
+	// selector (or, without the gate, not at all).
+	launch := func(name string) *operator.Operator {
+		return operator.Start(t, kubeconfig, "--shards=4",
+			"--operator-namespace="+opNS, "--leader-elect-resource-namespace="+opNS,
+			"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=2s", "--leader-elect-retry-period=500ms",
+			"--reconcile-journal="+filepath.Join(dir, name+".jsonl"))
+	}
+	a, b = launch("a"), launch("b")
+
+	eventually := func(what string, ok func() (bool, string)) {
+		t.Helper()
+		waitUntil(t, 90*time.Second, what, ok, func() string { return "" })
+	}
+	eventually("the ranges split 2 and 2", func() (bool, string) {
+		ha, hb := rangesHeld(t, a), rangesHeld(t, b)
+		return ha == 2 && hb == 2, fmt.Sprintf("a holds %d, b %d", ha, hb)
+	})
+	replicasAre := func(want int32) func() (bool, string) { return appsHaveReplicas(ctx, kube, namespaces, want) }
+	eventually("every WebApp's Deployment exists", replicasAre(1))
+	eventually("every child carries its owner's bucket, no pod template does", childrenCarryTheirBuckets(ctx, t, kube, apps, namespaces))
+	// The ranges' electors answer /healthz, as the single leader's does.
+	for _, o := range []*operator.Operator{a, b} {
+		if code, body := o.Probe(t, "/healthz?verbose"); code != http.StatusOK || !strings.Contains(body, "[+]shard-leader-election ok") {
+			t.Errorf("/healthz?verbose: %d\n%s\nwant 200 with the ranges' election checked", code, body)
+		}
+	}
+
+	// a stops; b takes its ranges and reconciles what changes in them.
+	if err := a.Stop(t, syscall.SIGTERM, 30*time.Second); err != nil {
+		t.Fatalf("a did not stop cleanly: %v\n%s", err, a.Log())
+	}
+	aExited, _ := a.ExitedAt()
+	eventually("b holds every range", func() (bool, string) {
+		h := rangesHeld(t, b)
+		return h == 4, fmt.Sprintf("b holds %d", h)
+	})
+	for _, ns := range namespaces {
+		if _, err := apps.HandrollV1().WebApps(ns).Patch(ctx, "app", types.MergePatchType, []byte(`{"spec":{"replicas":2}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually("every Deployment scaled by b", replicasAre(2))
+	eventually("the directory lists every WebApp", directoryListsEveryApp(ctx, kube, opNS, namespaces))
+	if err := b.Stop(t, syscall.SIGTERM, 30*time.Second); err != nil {
+		t.Fatalf("b did not stop cleanly: %v", err)
+	}
+	bExited, _ := b.ExitedAt()
+
+	checkNoReconcilesOverlap(t, dir, namespaces, map[string]time.Time{"a": aExited, "b": bExited})
+	return a, b
+}
+
+// createWebAppsInEveryRange creates at least 8 WebApps, one a namespace,
+// and one in each of the 4 ranges: their uids, so their ranges, are the
+// server's draw, and a replica whose two ranges held none would have
+// nothing to reconcile (1 in 256 with 8 alone). It returns the namespaces.
+func createWebAppsInEveryRange(ctx context.Context, t *testing.T, env *controlplane.ControlPlane, apps versioned.Interface) []string {
+	t.Helper()
 	var namespaces []string
 	covered := map[int]bool{}
 	for len(namespaces) < 8 || len(covered) < 4 {
@@ -72,36 +132,24 @@ func splitTheWebApps(t *testing.T, env *controlplane.ControlPlane) (a, b *operat
 		}
 		covered[shard.Of(created.UID, 4)] = true
 	}
-	dir := t.TempDir()
-	kubeconfig := env.WriteKubeconfig(t, func(*clientcmdapi.Config) {})
-	// All namespaces, not --namespaces: the caches are narrowed by the
-	// selector (or, without the gate, not at all).
-	launch := func(name string) *operator.Operator {
-		return operator.Start(t, kubeconfig, "--shards=4",
-			"--operator-namespace="+opNS, "--leader-elect-resource-namespace="+opNS,
-			"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=2s", "--leader-elect-retry-period=500ms",
-			"--reconcile-journal="+filepath.Join(dir, name+".jsonl"))
-	}
-	a, b = launch("a"), launch("b")
+	return namespaces
+}
 
-	held := func(o *operator.Operator) int {
-		f := o.Metrics(t)["handroll_shard_ranges_held"]
-		if f == nil || len(f.GetMetric()) == 0 {
-			return -1
-		}
-		return int(f.GetMetric()[0].GetGauge().GetValue())
+// rangesHeld is o's handroll_shard_ranges_held, or -1 if it has none.
+func rangesHeld(t *testing.T, o *operator.Operator) int {
+	t.Helper()
+	f := o.Metrics(t)["handroll_shard_ranges_held"]
+	if f == nil || len(f.GetMetric()) == 0 {
+		return -1
 	}
-	eventually := func(what string, ok func() (bool, string)) {
-		t.Helper()
-		waitUntil(t, 90*time.Second, what, ok, func() string { return "" })
-	}
-	eventually("the ranges split 2 and 2", func() (bool, string) {
-		ha, hb := held(a), held(b)
-		return ha == 2 && hb == 2, fmt.Sprintf("a holds %d, b %d", ha, hb)
-	})
-	replicasAre := func(want int32) func() (bool, string) { return appsHaveReplicas(ctx, kube, namespaces, want) }
-	eventually("every WebApp's Deployment exists", replicasAre(1))
-	eventually("every child carries its owner's bucket, no pod template does", func() (bool, string) {
+	return int(f.GetMetric()[0].GetGauge().GetValue())
+}
+
+// childrenCarryTheirBuckets tells whether every WebApp's Deployment and
+// Service carry the WebApp's bucket, and if not, why; it fails t if a pod
+// template carries it.
+func childrenCarryTheirBuckets(ctx context.Context, t *testing.T, kube kubernetes.Interface, apps versioned.Interface, namespaces []string) func() (bool, string) {
+	return func() (bool, string) {
 		for _, ns := range namespaces {
 			w, err := apps.HandrollV1().WebApps(ns).Get(ctx, "app", metav1.GetOptions{})
 			if err != nil {
@@ -124,30 +172,13 @@ func splitTheWebApps(t *testing.T, env *controlplane.ControlPlane) (a, b *operat
 			}
 		}
 		return true, ""
-	})
-	// The ranges' electors answer /healthz, as the single leader's does.
-	for _, o := range []*operator.Operator{a, b} {
-		if code, body := o.Probe(t, "/healthz?verbose"); code != http.StatusOK || !strings.Contains(body, "[+]shard-leader-election ok") {
-			t.Errorf("/healthz?verbose: %d\n%s\nwant 200 with the ranges' election checked", code, body)
-		}
 	}
+}
 
-	// a stops; b takes its ranges and reconciles what changes in them.
-	if err := a.Stop(t, syscall.SIGTERM, 30*time.Second); err != nil {
-		t.Fatalf("a did not stop cleanly: %v\n%s", err, a.Log())
-	}
-	aExited, _ := a.ExitedAt()
-	eventually("b holds every range", func() (bool, string) {
-		h := held(b)
-		return h == 4, fmt.Sprintf("b holds %d", h)
-	})
-	for _, ns := range namespaces {
-		if _, err := apps.HandrollV1().WebApps(ns).Patch(ctx, "app", types.MergePatchType, []byte(`{"spec":{"replicas":2}}`), metav1.PatchOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	eventually("every Deployment scaled by b", replicasAre(2))
-	eventually("the directory lists every WebApp", func() (bool, string) {
+// directoryListsEveryApp tells whether the directory in opNS lists the
+// WebApp "app" of every namespace, and if not, why.
+func directoryListsEveryApp(ctx context.Context, kube kubernetes.Interface, opNS string, namespaces []string) func() (bool, string) {
+	return func() (bool, string) {
 		for _, ns := range namespaces {
 			url, found, err := webapp.LookupDirectory(ctx, kube, opNS, ns, "app")
 			if err != nil || !found || url == "" {
@@ -155,16 +186,17 @@ func splitTheWebApps(t *testing.T, env *controlplane.ControlPlane) (a, b *operat
 			}
 		}
 		return true, ""
-	})
-	if err := b.Stop(t, syscall.SIGTERM, 30*time.Second); err != nil {
-		t.Fatalf("b did not stop cleanly: %v", err)
 	}
-	bExited, _ := b.ExitedAt()
+}
 
-	// Per WebApp, no two replicas' reconciles overlap.
+// checkNoReconcilesOverlap checks, from the replicas' journals in dir,
+// that both replicas reconciled every WebApp of namespaces, and that per
+// WebApp no two replicas' reconciles overlap.
+func checkNoReconcilesOverlap(t *testing.T, dir string, namespaces []string, exitedAt map[string]time.Time) {
+	t.Helper()
 	byKey := map[string][]operator.ReconcileInterval{}
 	replicas := map[string]bool{}
-	for name, exited := range map[string]time.Time{"a": aExited, "b": bExited} {
+	for name, exited := range exitedAt {
 		entries, err := operator.ReadJournal(filepath.Join(dir, name+".jsonl"))
 		if err != nil {
 			t.Fatal(err)
@@ -186,7 +218,6 @@ func splitTheWebApps(t *testing.T, env *controlplane.ControlPlane) (a, b *operat
 			t.Errorf("%s reconciled by two replicas at once:\n%s", key, strings.Join(o, "\n"))
 		}
 	}
-	return a, b
 }
 
 // TestSingleLeaderAndShardsNeverRunTogether: one leader without --shards

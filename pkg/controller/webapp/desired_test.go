@@ -294,33 +294,90 @@ func TestFirstDifferenceEmptyValues(t *testing.T) {
 func TestComputeStatus(t *testing.T) {
 	now := metav1.Now()
 	w := testWebApp()
-	dep := func(gen, obs int64, replicas, updated, ready, available int32) *appsv1.Deployment {
-		return &appsv1.Deployment{
-			ObjectMeta: metav1.ObjectMeta{Generation: gen},
-			Status:     appsv1.DeploymentStatus{ObservedGeneration: obs, Replicas: replicas, UpdatedReplicas: updated, ReadyReplicas: ready, AvailableReplicas: available},
+	for _, tc := range computeStatusCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			st := ComputeStatus(w, tc.observed, now)
+			checkComputedStatus(t, st, tc)
+		})
+	}
+
+	// A recomputed status with nothing new keeps the transition times, so
+	// the reconciler sees no difference and writes nothing.
+	w.Status = ComputeStatus(w, Observed{Deployment: statusDeployment(1, 1, 2, 2, 2, 2), ServiceExists: true}, now)
+	later := metav1.NewTime(now.Add(3600e9))
+	again := ComputeStatus(w, Observed{Deployment: statusDeployment(1, 1, 2, 2, 2, 2), ServiceExists: true}, later)
+	if conditionIn(again, handrollv1.ConditionReady).LastTransitionTime != now {
+		t.Error("an unchanged Ready condition got a new lastTransitionTime")
+	}
+	flipped := ComputeStatus(w, Observed{Deployment: statusDeployment(1, 1, 2, 2, 1, 1), ServiceExists: true}, later)
+	if conditionIn(flipped, handrollv1.ConditionReady).LastTransitionTime != later {
+		t.Error("Ready turned False without a new lastTransitionTime")
+	}
+	if c := conditionIn(flipped, handrollv1.ConditionReconciling); c.Status != metav1.ConditionTrue || c.LastTransitionTime != later {
+		t.Errorf("a rollout under way again: Reconciling %+v, want True since %v", c, later)
+	}
+
+	// Reconciling stays True, with its first transition time, through a
+	// rollout; Stalled replaces it, and convergence removes both.
+	w.Status = flipped
+	evenLater := metav1.NewTime(later.Add(3600e9))
+	still := ComputeStatus(w, Observed{Deployment: statusDeployment(1, 1, 2, 1, 1, 1), ServiceExists: true}, evenLater)
+	if c := conditionIn(still, handrollv1.ConditionReconciling); c.LastTransitionTime != later {
+		t.Errorf("Reconciling, still True, moved its lastTransitionTime: %+v", c)
+	}
+	w.Status = still
+	conflict := ComputeStatus(w, Observed{Conflict: "Service ns/shop"}, evenLater)
+	if c := conditionIn(conflict, handrollv1.ConditionReconciling); c.Type != "" {
+		t.Errorf("Reconciling kept beside Stalled: %+v", c)
+	}
+	w.Status = conflict
+	healed := ComputeStatus(w, Observed{Deployment: statusDeployment(1, 1, 2, 2, 2, 2), ServiceExists: true}, evenLater)
+	for _, c := range healed.Conditions {
+		if c.Type == handrollv1.ConditionReconciling || c.Type == handrollv1.ConditionStalled {
+			t.Errorf("a converged WebApp still has %+v", c)
 		}
 	}
-	cond := func(st handrollv1.WebAppStatus, t string) metav1.Condition {
-		for _, c := range st.Conditions {
-			if c.Type == t {
-				return c
-			}
+}
+
+// statusDeployment is a Deployment at generation gen with the given status.
+func statusDeployment(gen, obs int64, replicas, updated, ready, available int32) *appsv1.Deployment {
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Generation: gen},
+		Status:     appsv1.DeploymentStatus{ObservedGeneration: obs, Replicas: replicas, UpdatedReplicas: updated, ReadyReplicas: ready, AvailableReplicas: available},
+	}
+}
+
+// conditionIn is st's condition of type t, or the zero condition.
+func conditionIn(st handrollv1.WebAppStatus, t string) metav1.Condition {
+	for _, c := range st.Conditions {
+		if c.Type == t {
+			return c
 		}
-		return metav1.Condition{}
 	}
-	withCondition := func(d *appsv1.Deployment, t appsv1.DeploymentConditionType, s corev1.ConditionStatus, reason string) *appsv1.Deployment {
-		d.Status.Conditions = append(d.Status.Conditions, appsv1.DeploymentCondition{Type: t, Status: s, Reason: reason, Message: reason})
-		return d
-	}
-	// reconciling and stalled are the abnormal-true conditions: "" means
-	// absent, and at most one of them is ever present.
-	cases := []struct {
-		name                         string
-		observed                     Observed
-		ready, progressing, degraded metav1.ConditionStatus
-		readyReason                  string
-		reconciling, stalled         string // the reason, "" for absent
-	}{
+	return metav1.Condition{}
+}
+
+// withStatusCondition adds a condition to d's status.
+func withStatusCondition(d *appsv1.Deployment, t appsv1.DeploymentConditionType, s corev1.ConditionStatus, reason string) *appsv1.Deployment {
+	d.Status.Conditions = append(d.Status.Conditions, appsv1.DeploymentCondition{Type: t, Status: s, Reason: reason, Message: reason})
+	return d
+}
+
+// computeStatusCase is what ComputeStatus must make of what was observed.
+// reconciling and stalled are the abnormal-true conditions: "" means
+// absent, and at most one of them is ever present.
+type computeStatusCase struct {
+	name                         string
+	observed                     Observed
+	ready, progressing, degraded metav1.ConditionStatus
+	readyReason                  string
+	reconciling, stalled         string // the reason, "" for absent
+}
+
+// computeStatusCases are TestComputeStatus's cases.
+func computeStatusCases() []computeStatusCase {
+	dep, withCondition := statusDeployment, withStatusCondition
+	return []computeStatusCase{
 		{"nothing created yet", Observed{}, "False", "True", "False", ReasonPending, ReasonPending, ""},
 		{"rolling out", Observed{Deployment: dep(1, 1, 2, 1, 1, 1), ServiceExists: true}, "False", "True", "False", ReasonRollingOut, ReasonRollingOut, ""},
 		{"controller has not seen the new generation", Observed{Deployment: dep(2, 1, 2, 2, 2, 2), ServiceExists: true}, "False", "True", "False", ReasonRollingOut, ReasonRollingOut, ""},
@@ -339,73 +396,36 @@ func TestComputeStatus(t *testing.T) {
 			Deployment: withCondition(dep(1, 1, 2, 1, 1, 1), appsv1.DeploymentReplicaFailure, corev1.ConditionTrue, "FailedCreate")},
 			"False", "True", "True", ReasonDeploymentNotReady, ReasonRollingOut, ""},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			st := ComputeStatus(w, tc.observed, now)
-			// Only a Service the WebApp controls is advertised.
-			wantURL := ""
-			if tc.observed.ServiceExists {
-				wantURL = "http://shop.ns.svc:80"
-			}
-			if st.ObservedGeneration != 3 || st.URL != wantURL || st.Selector != "app.kubernetes.io/instance=shop,app.kubernetes.io/name=webapp" {
-				t.Errorf("status %+v", st)
-			}
-			for typ, want := range map[string]metav1.ConditionStatus{
-				handrollv1.ConditionReady: tc.ready, handrollv1.ConditionProgressing: tc.progressing, handrollv1.ConditionDegraded: tc.degraded,
-			} {
-				if got := cond(st, typ); got.Status != want || got.ObservedGeneration != 3 || got.Reason == "" {
-					t.Errorf("%s = %s (%s), want %s", typ, got.Status, got.Reason, want)
-				}
-			}
-			if got := cond(st, handrollv1.ConditionReady).Reason; got != tc.readyReason {
-				t.Errorf("Ready reason %s, want %s", got, tc.readyReason)
-			}
-			for typ, want := range map[string]string{handrollv1.ConditionReconciling: tc.reconciling, handrollv1.ConditionStalled: tc.stalled} {
-				got := cond(st, typ)
-				if want == "" && got.Type != "" {
-					t.Errorf("%s present: %+v", typ, got)
-				}
-				if want != "" && (got.Status != metav1.ConditionTrue || got.Reason != want || got.ObservedGeneration != 3) {
-					t.Errorf("%s = %s (%s), want True (%s)", typ, got.Status, got.Reason, want)
-				}
-			}
-		})
-	}
+}
 
-	// A recomputed status with nothing new keeps the transition times, so
-	// the reconciler sees no difference and writes nothing.
-	w.Status = ComputeStatus(w, Observed{Deployment: dep(1, 1, 2, 2, 2, 2), ServiceExists: true}, now)
-	later := metav1.NewTime(now.Add(3600e9))
-	again := ComputeStatus(w, Observed{Deployment: dep(1, 1, 2, 2, 2, 2), ServiceExists: true}, later)
-	if cond(again, handrollv1.ConditionReady).LastTransitionTime != now {
-		t.Error("an unchanged Ready condition got a new lastTransitionTime")
+// checkComputedStatus checks st, computed for tc, against tc.
+func checkComputedStatus(t *testing.T, st handrollv1.WebAppStatus, tc computeStatusCase) {
+	t.Helper()
+	// Only a Service the WebApp controls is advertised.
+	wantURL := ""
+	if tc.observed.ServiceExists {
+		wantURL = "http://shop.ns.svc:80"
 	}
-	flipped := ComputeStatus(w, Observed{Deployment: dep(1, 1, 2, 2, 1, 1), ServiceExists: true}, later)
-	if cond(flipped, handrollv1.ConditionReady).LastTransitionTime != later {
-		t.Error("Ready turned False without a new lastTransitionTime")
+	if st.ObservedGeneration != 3 || st.URL != wantURL || st.Selector != "app.kubernetes.io/instance=shop,app.kubernetes.io/name=webapp" {
+		t.Errorf("status %+v", st)
 	}
-	if c := cond(flipped, handrollv1.ConditionReconciling); c.Status != metav1.ConditionTrue || c.LastTransitionTime != later {
-		t.Errorf("a rollout under way again: Reconciling %+v, want True since %v", c, later)
+	for typ, want := range map[string]metav1.ConditionStatus{
+		handrollv1.ConditionReady: tc.ready, handrollv1.ConditionProgressing: tc.progressing, handrollv1.ConditionDegraded: tc.degraded,
+	} {
+		if got := conditionIn(st, typ); got.Status != want || got.ObservedGeneration != 3 || got.Reason == "" {
+			t.Errorf("%s = %s (%s), want %s", typ, got.Status, got.Reason, want)
+		}
 	}
-
-	// Reconciling stays True, with its first transition time, through a
-	// rollout; Stalled replaces it, and convergence removes both.
-	w.Status = flipped
-	evenLater := metav1.NewTime(later.Add(3600e9))
-	still := ComputeStatus(w, Observed{Deployment: dep(1, 1, 2, 1, 1, 1), ServiceExists: true}, evenLater)
-	if c := cond(still, handrollv1.ConditionReconciling); c.LastTransitionTime != later {
-		t.Errorf("Reconciling, still True, moved its lastTransitionTime: %+v", c)
+	if got := conditionIn(st, handrollv1.ConditionReady).Reason; got != tc.readyReason {
+		t.Errorf("Ready reason %s, want %s", got, tc.readyReason)
 	}
-	w.Status = still
-	conflict := ComputeStatus(w, Observed{Conflict: "Service ns/shop"}, evenLater)
-	if c := cond(conflict, handrollv1.ConditionReconciling); c.Type != "" {
-		t.Errorf("Reconciling kept beside Stalled: %+v", c)
-	}
-	w.Status = conflict
-	healed := ComputeStatus(w, Observed{Deployment: dep(1, 1, 2, 2, 2, 2), ServiceExists: true}, evenLater)
-	for _, c := range healed.Conditions {
-		if c.Type == handrollv1.ConditionReconciling || c.Type == handrollv1.ConditionStalled {
-			t.Errorf("a converged WebApp still has %+v", c)
+	for typ, want := range map[string]string{handrollv1.ConditionReconciling: tc.reconciling, handrollv1.ConditionStalled: tc.stalled} {
+		got := conditionIn(st, typ)
+		if want == "" && got.Type != "" {
+			t.Errorf("%s present: %+v", typ, got)
+		}
+		if want != "" && (got.Status != metav1.ConditionTrue || got.Reason != want || got.ObservedGeneration != 3) {
+			t.Errorf("%s = %s (%s), want True (%s)", typ, got.Status, got.Reason, want)
 		}
 	}
 }

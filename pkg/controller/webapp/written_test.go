@@ -113,93 +113,19 @@ func TestMetadataEventDoesNotEndJustWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The fake tracker keeps no resourceVersion in objects: stamp each
-	// apply's answer, as the API server would, and keep it to deliver.
-	kube := fake.NewClientset()
-	var mu sync.Mutex
-	rv := 100
-	latest := map[string]runtime.Object{}
-	kube.PrependReactor("patch", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
-		handled, obj, err := clienttesting.ObjectReaction(kube.Tracker())(a)
-		if err != nil || obj == nil {
-			return handled, obj, err
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		rv++
-		m, _ := meta.Accessor(obj)
-		m.SetResourceVersion(strconv.Itoa(rv))
-		latest[a.GetResource().Resource+"/"+m.GetName()] = obj.DeepCopyObject()
-		return handled, obj, err
-	})
+	applies := newStampedApplies()
 	hr := handrollfake.NewSimpleClientset()
 	hr.PrependReactor("patch", "webapps", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, w.DeepCopy(), nil
 	})
-
-	deployments, services, configMaps := newFakeInformer(), newFakeInformer(), newFakeInformer()
-	deploymentMeta, serviceMeta, configMapMeta := newFakeInformer(), newFakeInformer(), newFakeInformer()
-	recorder := events.NewFakeRecorder(100)
-	r := fakeReconciler(webapps, deployments, services, configMaps, hr, kube)
-	r.Recorder = recorder
-	r.ChildrenCacheFiltered = true
-	r.DeploymentMeta = metadataIndexer{deploymentMeta.indexer}
-	r.ServiceMeta = metadataIndexer{serviceMeta.indexer}
-	r.ConfigMapMeta = metadataIndexer{configMapMeta.indexer}
-	if _, err := NewController(r, Informers{
-		WebApps:     []cache.SharedIndexInformer{webapps},
-		Deployments: []cache.SharedIndexInformer{deployments},
-		Services:    []cache.SharedIndexInformer{services},
-		ConfigMaps:  []cache.SharedIndexInformer{configMaps},
-
-		DeploymentMetadata: []cache.SharedIndexInformer{deploymentMeta},
-		ServiceMetadata:    []cache.SharedIndexInformer{serviceMeta},
-		ConfigMapMetadata:  []cache.SharedIndexInformer{configMapMeta},
-	}, controller.Options{}); err != nil {
-		t.Fatal(err)
+	r, recorder, children := newMetadataReconciler(t, webapps, hr, applies.kube)
+	object := func(c writtenChild) runtime.Object {
+		t.Helper()
+		return applies.object(t, c)
 	}
-
-	type child struct {
-		resource string
-		name     string
-		full     *fakeInformer
-		meta     *fakeInformer
-	}
-	children := []child{
-		{"deployments", "shop", deployments, deploymentMeta},
-		{"services", "shop", services, serviceMeta},
-		{"configmaps", handrollv1.OwnedConfigMapName("shop"), configMaps, configMapMeta},
-	}
-	object := func(c child) runtime.Object {
-		mu.Lock()
-		defer mu.Unlock()
-		obj := latest[c.resource+"/"+c.name]
-		if obj == nil {
-			t.Fatalf("%s %s was never applied", c.resource, c.name)
-		}
-		return obj.DeepCopyObject()
-	}
-	metadataOf := func(obj runtime.Object) *metav1.PartialObjectMetadata {
-		m := obj.(metav1.ObjectMetaAccessor).GetObjectMeta().(*metav1.ObjectMeta)
-		return &metav1.PartialObjectMetadata{ObjectMeta: *m.DeepCopy()}
-	}
-	// applied reconciles and returns the Created and Updated events.
 	applied := func() []string {
 		t.Helper()
-		if _, err := r.Reconcile(ctx, controller.Request{Namespace: w.Namespace, Name: w.Name}); err != nil {
-			t.Fatalf("Reconcile: %v", err)
-		}
-		var got []string
-		for {
-			select {
-			case e := <-recorder.Events:
-				if strings.HasPrefix(e, "Normal "+EventCreated+" ") || strings.HasPrefix(e, "Normal "+EventUpdated+" ") {
-					got = append(got, e)
-				}
-			default:
-				return got
-			}
-		}
+		return appliedEvents(ctx, t, r, recorder, w)
 	}
 
 	if got := applied(); len(got) != 1 || !strings.HasPrefix(got[0], "Normal Created") {
@@ -241,6 +167,113 @@ func TestMetadataEventDoesNotEndJustWritten(t *testing.T) {
 	}
 	if d := object(dep).(*appsv1.Deployment); d.Spec.Template.Spec.Containers[0].Image != "nginx:2" {
 		t.Errorf("Deployment image %q, want nginx:2", d.Spec.Template.Spec.Containers[0].Image)
+	}
+}
+
+// stampedApplies is a fake clientset that keeps each child's latest apply
+// to deliver. The fake tracker keeps no resourceVersion in objects: it
+// stamps each apply's answer, as the API server would.
+type stampedApplies struct {
+	kube   *fake.Clientset
+	mu     sync.Mutex
+	rv     int
+	latest map[string]runtime.Object
+}
+
+func newStampedApplies() *stampedApplies {
+	s := &stampedApplies{kube: fake.NewClientset(), rv: 100, latest: map[string]runtime.Object{}}
+	s.kube.PrependReactor("patch", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		handled, obj, err := clienttesting.ObjectReaction(s.kube.Tracker())(a)
+		if err != nil || obj == nil {
+			return handled, obj, err
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.rv++
+		m, _ := meta.Accessor(obj)
+		m.SetResourceVersion(strconv.Itoa(s.rv))
+		s.latest[a.GetResource().Resource+"/"+m.GetName()] = obj.DeepCopyObject()
+		return handled, obj, err
+	})
+	return s
+}
+
+// object returns a copy of c as last applied, failing if it never was.
+func (s *stampedApplies) object(t *testing.T, c writtenChild) runtime.Object {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	obj := s.latest[c.resource+"/"+c.name]
+	if obj == nil {
+		t.Fatalf("%s %s was never applied", c.resource, c.name)
+	}
+	return obj.DeepCopyObject()
+}
+
+// writtenChild is a child of the WebApp with its full and metadata
+// informers.
+type writtenChild struct {
+	resource string
+	name     string
+	full     *fakeInformer
+	meta     *fakeInformer
+}
+
+// newMetadataReconciler sets up a reconciler whose children have both full
+// and metadata informers, and returns it with its event recorder and the
+// children (the Deployment first).
+func newMetadataReconciler(t *testing.T, webapps *fakeInformer, hr *handrollfake.Clientset, kube *fake.Clientset) (*Reconciler, *events.FakeRecorder, []writtenChild) {
+	t.Helper()
+	deployments, services, configMaps := newFakeInformer(), newFakeInformer(), newFakeInformer()
+	deploymentMeta, serviceMeta, configMapMeta := newFakeInformer(), newFakeInformer(), newFakeInformer()
+	recorder := events.NewFakeRecorder(100)
+	r := fakeReconciler(webapps, deployments, services, configMaps, hr, kube)
+	r.Recorder = recorder
+	r.ChildrenCacheFiltered = true
+	r.DeploymentMeta = metadataIndexer{deploymentMeta.indexer}
+	r.ServiceMeta = metadataIndexer{serviceMeta.indexer}
+	r.ConfigMapMeta = metadataIndexer{configMapMeta.indexer}
+	if _, err := NewController(r, Informers{
+		WebApps:     []cache.SharedIndexInformer{webapps},
+		Deployments: []cache.SharedIndexInformer{deployments},
+		Services:    []cache.SharedIndexInformer{services},
+		ConfigMaps:  []cache.SharedIndexInformer{configMaps},
+
+		DeploymentMetadata: []cache.SharedIndexInformer{deploymentMeta},
+		ServiceMetadata:    []cache.SharedIndexInformer{serviceMeta},
+		ConfigMapMetadata:  []cache.SharedIndexInformer{configMapMeta},
+	}, controller.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	return r, recorder, []writtenChild{
+		{"deployments", "shop", deployments, deploymentMeta},
+		{"services", "shop", services, serviceMeta},
+		{"configmaps", handrollv1.OwnedConfigMapName("shop"), configMaps, configMapMeta},
+	}
+}
+
+// metadataOf is obj as its metadata informer sees it.
+func metadataOf(obj runtime.Object) *metav1.PartialObjectMetadata {
+	m := obj.(metav1.ObjectMetaAccessor).GetObjectMeta().(*metav1.ObjectMeta)
+	return &metav1.PartialObjectMetadata{ObjectMeta: *m.DeepCopy()}
+}
+
+// appliedEvents reconciles w and returns the Created and Updated events.
+func appliedEvents(ctx context.Context, t *testing.T, r *Reconciler, recorder *events.FakeRecorder, w *handrollv1.WebApp) []string {
+	t.Helper()
+	if _, err := r.Reconcile(ctx, controller.Request{Namespace: w.Namespace, Name: w.Name}); err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	var got []string
+	for {
+		select {
+		case e := <-recorder.Events:
+			if strings.HasPrefix(e, "Normal "+EventCreated+" ") || strings.HasPrefix(e, "Normal "+EventUpdated+" ") {
+				got = append(got, e)
+			}
+		default:
+			return got
+		}
 	}
 }
 

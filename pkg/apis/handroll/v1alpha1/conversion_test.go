@@ -63,104 +63,8 @@ var (
 // tells nil from empty, so a map or slice that changes between the two
 // fails here even where the JSON would not show it.
 func TestConversionBothWays(t *testing.T) {
-	cases := []struct {
-		name  string
-		v1    handrollv1.WebApp
-		alpha v1alpha1.WebApp
-	}{{
-		name: "every field: renamed fields, shared fields, v1-only fields in the annotation, other annotations kept, status carried",
-		v1: handrollv1.WebApp{
-			ObjectMeta: withAnnotations(meta, map[string]string{"team": "payments"}),
-			Spec: handrollv1.WebAppSpec{
-				Image: "nginx:1.27", Replicas: ptr.To[int32](2), Port: ptr.To[int32](9090), Env: env, Resources: resources,
-				Config:       map[string]string{"app.yaml": "greeting: hello"},
-				ConfigMapRef: &handrollv1.ConfigMapReference{Name: "shared"},
-				Service:      &handrollv1.WebAppService{Type: ptr.To(handrollv1.ServiceTypeNodePort), Port: ptr.To[int32](80), NodePort: 30080},
-			},
-			Status: status,
-		},
-		alpha: v1alpha1.WebApp{
-			ObjectMeta: withAnnotations(meta, map[string]string{
-				"team":                    "payments",
-				v1alpha1.V1SpecAnnotation: `{"configMapRef":{"name":"shared"},"service":{"type":"NodePort","port":80,"nodePort":30080}}`,
-			}),
-			Spec: v1alpha1.WebAppSpec{
-				Image: "nginx:1.27", Size: ptr.To[int32](2), ContainerPort: ptr.To[int32](9090), Env: env, Resources: resources,
-				ConfigData: map[string]string{"app.yaml": "greeting: hello"},
-			},
-			Status: alphaStatus,
-		},
-	}, {
-		name:  "nothing v1alpha1 lacks: no annotation, and nil annotations stay nil",
-		v1:    handrollv1.WebApp{ObjectMeta: meta, Spec: handrollv1.WebAppSpec{Image: "nginx", Replicas: ptr.To[int32](1), Port: ptr.To[int32](8080)}},
-		alpha: v1alpha1.WebApp{ObjectMeta: meta, Spec: v1alpha1.WebAppSpec{Image: "nginx", Size: ptr.To[int32](1), ContainerPort: ptr.To[int32](8080)}},
-	}, {
-		name:  "empty annotations stay empty",
-		v1:    handrollv1.WebApp{ObjectMeta: withAnnotations(meta, map[string]string{}), Spec: handrollv1.WebAppSpec{Image: "nginx"}},
-		alpha: v1alpha1.WebApp{ObjectMeta: withAnnotations(meta, map[string]string{}), Spec: v1alpha1.WebAppSpec{Image: "nginx"}},
-	}, {
-		name:  "nil and zero size are different requests",
-		v1:    handrollv1.WebApp{ObjectMeta: meta, Spec: handrollv1.WebAppSpec{Image: "nginx", Replicas: ptr.To[int32](0)}},
-		alpha: v1alpha1.WebApp{ObjectMeta: meta, Spec: v1alpha1.WebAppSpec{Image: "nginx", Size: ptr.To[int32](0)}},
-	}, {
-		name: "empty env, config and resource lists stay empty, not nil",
-		v1: handrollv1.WebApp{ObjectMeta: meta, Spec: handrollv1.WebAppSpec{
-			Image: "nginx", Env: []corev1.EnvVar{}, Config: map[string]string{},
-			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{}, Claims: []corev1.ResourceClaim{}},
-		}},
-		alpha: v1alpha1.WebApp{ObjectMeta: meta, Spec: v1alpha1.WebAppSpec{
-			Image: "nginx", Env: []corev1.EnvVar{}, ConfigData: map[string]string{},
-			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{}, Claims: []corev1.ResourceClaim{}},
-		}},
-	}, {
-		// Validation refuses them, but conversion must not turn a given
-		// zero into a field left out, which would then get the default.
-		name: "explicit zero ports and empty service type are kept, not left out",
-		v1: handrollv1.WebApp{ObjectMeta: meta, Spec: handrollv1.WebAppSpec{
-			Image: "nginx", Port: ptr.To[int32](0),
-			Service: &handrollv1.WebAppService{Type: ptr.To[handrollv1.ServiceType](""), Port: ptr.To[int32](0)},
-		}},
-		alpha: v1alpha1.WebApp{
-			ObjectMeta: withAnnotations(meta, map[string]string{v1alpha1.V1SpecAnnotation: `{"service":{"type":"","port":0}}`}),
-			Spec:       v1alpha1.WebAppSpec{Image: "nginx", ContainerPort: ptr.To[int32](0)},
-		},
-	}, {
-		name: "an empty service is not an absent one",
-		v1:   handrollv1.WebApp{ObjectMeta: meta, Spec: handrollv1.WebAppSpec{Image: "nginx", Service: &handrollv1.WebAppService{}}},
-		alpha: v1alpha1.WebApp{
-			ObjectMeta: withAnnotations(meta, map[string]string{v1alpha1.V1SpecAnnotation: `{"service":{}}`}),
-			Spec:       v1alpha1.WebAppSpec{Image: "nginx"},
-		},
-	}, {
-		name: "an empty configMapRef is not an absent one",
-		v1:   handrollv1.WebApp{ObjectMeta: meta, Spec: handrollv1.WebAppSpec{Image: "nginx", ConfigMapRef: &handrollv1.ConfigMapReference{}}},
-		alpha: v1alpha1.WebApp{
-			ObjectMeta: withAnnotations(meta, map[string]string{v1alpha1.V1SpecAnnotation: `{"configMapRef":{"name":""}}`}),
-			Spec:       v1alpha1.WebAppSpec{Image: "nginx"},
-		},
-	}, {
-		name: "a defaulted v1 object, as the API server stores it",
-		v1: handrollv1.WebApp{ObjectMeta: meta, Spec: handrollv1.WebAppSpec{
-			Image: "nginx", Replicas: ptr.To[int32](1), Port: ptr.To[int32](8080),
-			Service: &handrollv1.WebAppService{Type: ptr.To(handrollv1.ServiceTypeClusterIP), Port: ptr.To[int32](80)},
-		}},
-		alpha: v1alpha1.WebApp{
-			ObjectMeta: withAnnotations(meta, map[string]string{v1alpha1.V1SpecAnnotation: `{"service":{"type":"ClusterIP","port":80}}`}),
-			Spec:       v1alpha1.WebAppSpec{Image: "nginx", Size: ptr.To[int32](1), ContainerPort: ptr.To[int32](8080)},
-		},
-	}, {
-		name: "characters JSON escapes survive",
-		v1: handrollv1.WebApp{ObjectMeta: meta, Spec: handrollv1.WebAppSpec{
-			Image: "nginx", ConfigMapRef: &handrollv1.ConfigMapReference{Name: `<"a&b"\ü>`},
-		}},
-		alpha: v1alpha1.WebApp{
-			ObjectMeta: withAnnotations(meta, map[string]string{v1alpha1.V1SpecAnnotation: `{"configMapRef":{"name":"\u003c\"a\u0026b\"\\ü\u003e"}}`}),
-			Spec:       v1alpha1.WebAppSpec{Image: "nginx"},
-		},
-	}}
-
 	s := newScheme(t)
-	for _, tc := range cases {
+	for _, tc := range conversionCases {
 		t.Run(tc.name, func(t *testing.T) {
 			v1In := tc.v1.DeepCopy()
 			var alpha v1alpha1.WebApp
@@ -194,6 +98,107 @@ func TestConversionBothWays(t *testing.T) {
 		})
 	}
 }
+
+// conversionCase is a v1 object and the v1alpha1 object it converts to
+// and back from.
+type conversionCase struct {
+	name  string
+	v1    handrollv1.WebApp
+	alpha v1alpha1.WebApp
+}
+
+// conversionCases are TestConversionBothWays's cases.
+var conversionCases = []conversionCase{{
+	name: "every field: renamed fields, shared fields, v1-only fields in the annotation, other annotations kept, status carried",
+	v1: handrollv1.WebApp{
+		ObjectMeta: withAnnotations(meta, map[string]string{"team": "payments"}),
+		Spec: handrollv1.WebAppSpec{
+			Image: "nginx:1.27", Replicas: ptr.To[int32](2), Port: ptr.To[int32](9090), Env: env, Resources: resources,
+			Config:       map[string]string{"app.yaml": "greeting: hello"},
+			ConfigMapRef: &handrollv1.ConfigMapReference{Name: "shared"},
+			Service:      &handrollv1.WebAppService{Type: ptr.To(handrollv1.ServiceTypeNodePort), Port: ptr.To[int32](80), NodePort: 30080},
+		},
+		Status: status,
+	},
+	alpha: v1alpha1.WebApp{
+		ObjectMeta: withAnnotations(meta, map[string]string{
+			"team":                    "payments",
+			v1alpha1.V1SpecAnnotation: `{"configMapRef":{"name":"shared"},"service":{"type":"NodePort","port":80,"nodePort":30080}}`,
+		}),
+		Spec: v1alpha1.WebAppSpec{
+			Image: "nginx:1.27", Size: ptr.To[int32](2), ContainerPort: ptr.To[int32](9090), Env: env, Resources: resources,
+			ConfigData: map[string]string{"app.yaml": "greeting: hello"},
+		},
+		Status: alphaStatus,
+	},
+}, {
+	name:  "nothing v1alpha1 lacks: no annotation, and nil annotations stay nil",
+	v1:    handrollv1.WebApp{ObjectMeta: meta, Spec: handrollv1.WebAppSpec{Image: "nginx", Replicas: ptr.To[int32](1), Port: ptr.To[int32](8080)}},
+	alpha: v1alpha1.WebApp{ObjectMeta: meta, Spec: v1alpha1.WebAppSpec{Image: "nginx", Size: ptr.To[int32](1), ContainerPort: ptr.To[int32](8080)}},
+}, {
+	name:  "empty annotations stay empty",
+	v1:    handrollv1.WebApp{ObjectMeta: withAnnotations(meta, map[string]string{}), Spec: handrollv1.WebAppSpec{Image: "nginx"}},
+	alpha: v1alpha1.WebApp{ObjectMeta: withAnnotations(meta, map[string]string{}), Spec: v1alpha1.WebAppSpec{Image: "nginx"}},
+}, {
+	name:  "nil and zero size are different requests",
+	v1:    handrollv1.WebApp{ObjectMeta: meta, Spec: handrollv1.WebAppSpec{Image: "nginx", Replicas: ptr.To[int32](0)}},
+	alpha: v1alpha1.WebApp{ObjectMeta: meta, Spec: v1alpha1.WebAppSpec{Image: "nginx", Size: ptr.To[int32](0)}},
+}, {
+	name: "empty env, config and resource lists stay empty, not nil",
+	v1: handrollv1.WebApp{ObjectMeta: meta, Spec: handrollv1.WebAppSpec{
+		Image: "nginx", Env: []corev1.EnvVar{}, Config: map[string]string{},
+		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{}, Claims: []corev1.ResourceClaim{}},
+	}},
+	alpha: v1alpha1.WebApp{ObjectMeta: meta, Spec: v1alpha1.WebAppSpec{
+		Image: "nginx", Env: []corev1.EnvVar{}, ConfigData: map[string]string{},
+		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{}, Claims: []corev1.ResourceClaim{}},
+	}},
+}, {
+	// Validation refuses them, but conversion must not turn a given
+	// zero into a field left out, which would then get the default.
+	name: "explicit zero ports and empty service type are kept, not left out",
+	v1: handrollv1.WebApp{ObjectMeta: meta, Spec: handrollv1.WebAppSpec{
+		Image: "nginx", Port: ptr.To[int32](0),
+		Service: &handrollv1.WebAppService{Type: ptr.To[handrollv1.ServiceType](""), Port: ptr.To[int32](0)},
+	}},
+	alpha: v1alpha1.WebApp{
+		ObjectMeta: withAnnotations(meta, map[string]string{v1alpha1.V1SpecAnnotation: `{"service":{"type":"","port":0}}`}),
+		Spec:       v1alpha1.WebAppSpec{Image: "nginx", ContainerPort: ptr.To[int32](0)},
+	},
+}, {
+	name: "an empty service is not an absent one",
+	v1:   handrollv1.WebApp{ObjectMeta: meta, Spec: handrollv1.WebAppSpec{Image: "nginx", Service: &handrollv1.WebAppService{}}},
+	alpha: v1alpha1.WebApp{
+		ObjectMeta: withAnnotations(meta, map[string]string{v1alpha1.V1SpecAnnotation: `{"service":{}}`}),
+		Spec:       v1alpha1.WebAppSpec{Image: "nginx"},
+	},
+}, {
+	name: "an empty configMapRef is not an absent one",
+	v1:   handrollv1.WebApp{ObjectMeta: meta, Spec: handrollv1.WebAppSpec{Image: "nginx", ConfigMapRef: &handrollv1.ConfigMapReference{}}},
+	alpha: v1alpha1.WebApp{
+		ObjectMeta: withAnnotations(meta, map[string]string{v1alpha1.V1SpecAnnotation: `{"configMapRef":{"name":""}}`}),
+		Spec:       v1alpha1.WebAppSpec{Image: "nginx"},
+	},
+}, {
+	name: "a defaulted v1 object, as the API server stores it",
+	v1: handrollv1.WebApp{ObjectMeta: meta, Spec: handrollv1.WebAppSpec{
+		Image: "nginx", Replicas: ptr.To[int32](1), Port: ptr.To[int32](8080),
+		Service: &handrollv1.WebAppService{Type: ptr.To(handrollv1.ServiceTypeClusterIP), Port: ptr.To[int32](80)},
+	}},
+	alpha: v1alpha1.WebApp{
+		ObjectMeta: withAnnotations(meta, map[string]string{v1alpha1.V1SpecAnnotation: `{"service":{"type":"ClusterIP","port":80}}`}),
+		Spec:       v1alpha1.WebAppSpec{Image: "nginx", Size: ptr.To[int32](1), ContainerPort: ptr.To[int32](8080)},
+	},
+}, {
+	name: "characters JSON escapes survive",
+	v1: handrollv1.WebApp{ObjectMeta: meta, Spec: handrollv1.WebAppSpec{
+		Image: "nginx", ConfigMapRef: &handrollv1.ConfigMapReference{Name: `<"a&b"\ü>`},
+	}},
+	alpha: v1alpha1.WebApp{
+		ObjectMeta: withAnnotations(meta, map[string]string{v1alpha1.V1SpecAnnotation: `{"configMapRef":{"name":"\u003c\"a\u0026b\"\\ü\u003e"}}`}),
+		Spec:       v1alpha1.WebAppSpec{Image: "nginx"},
+	},
+}}
 
 // TestV1ObjectsDoNotOwnTheAnnotation: a v1 object holding the annotation
 // itself (set by hand, or left over) must not have that value read back as
