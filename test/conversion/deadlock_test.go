@@ -12,6 +12,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apiextensionsv1client "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/typed/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -21,6 +22,7 @@ import (
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	handrollv1alpha1 "github.com/handroll/handroll/pkg/apis/handroll/v1alpha1"
+	"github.com/handroll/handroll/pkg/generated/clientset/versioned"
 	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/controlplane"
 	"github.com/handroll/handroll/test/operator"
@@ -82,11 +84,11 @@ func (f *fixture) flags() []string {
 		fmt.Sprintf("--webhook-port=%d", f.port), "--webhook-cert-dir=" + f.certDir}
 }
 
+// storedAtV1alpha1 sets up the fixture: the webhook Service with no
+// endpoint, the CRD converting through it, and WebApps stored at v1alpha1.
 func storedAtV1alpha1(t *testing.T) *fixture {
 	t.Helper()
-	ctx := context.Background()
 	f := &fixture{opNS: env.Namespace(t), appNS: env.Namespace(t), svcName: "handroll-webhook"}
-	kube := env.KubeClient(t)
 	hc := env.HandrollClient(t)
 	ext, err := apiextensionsclient.NewForConfig(env.Config)
 	if err != nil {
@@ -96,6 +98,38 @@ func storedAtV1alpha1(t *testing.T) *fixture {
 
 	// The webhook Service as the manifests make it, with the serving
 	// certificate for its name; its endpoints are published by the test.
+	caBundle := f.createWebhookService(t)
+
+	// The CRD's conversion calls that Service; v1alpha1 is stored for now.
+	f.convertThroughServiceStoringV1alpha1(t, crds, caBundle)
+
+	// Created through v1alpha1, they need no conversion only once the API
+	// server stores v1alpha1: until then each create fails.
+	f.names = []string{"alpha-0", "alpha-1", "alpha-2"}
+	for _, name := range f.names {
+		poll(t, 30*time.Second, "create "+name+" stored at v1alpha1", func(ctx context.Context) (bool, error) {
+			_, err := hc.HandrollV1alpha1().WebApps(f.appNS).Create(ctx, &handrollv1alpha1.WebApp{
+				ObjectMeta: metav1.ObjectMeta{Name: name},
+				Spec:       handrollv1alpha1.WebAppSpec{Image: "nginx:1.27"},
+			}, metav1.CreateOptions{})
+			return err == nil, nil
+		})
+	}
+
+	// v1 is stored again; the objects stay as they were written.
+	storeV1Again(t, crds)
+
+	// The deadlock's premise: with no replica ready, a v1 list fails, and
+	// so does a list of the WebApps' metadata.
+	f.checkListsNeedTheWebhook(t, hc)
+	return f
+}
+
+// createWebhookService writes the serving certificate for the fixture's
+// Service name, creates that Service, with no endpoint, in front of the
+// operator's webhook port, and returns the CA bundle.
+func (f *fixture) createWebhookService(t *testing.T) (caBundle []byte) {
+	t.Helper()
 	f.hostIP = controlplane.HostAddress(t)
 	// Built before the port is chosen: a build on a busy machine is a
 	// long time for another test to take a port found free.
@@ -106,7 +140,7 @@ func storedAtV1alpha1(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kube.CoreV1().Services(f.opNS).Create(ctx, &corev1.Service{
+	if _, err := env.KubeClient(t).CoreV1().Services(f.opNS).Create(context.Background(), &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: f.svcName},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{
 			Name: "webhook", Port: 443, TargetPort: intstr.FromInt32(int32(f.port)),
@@ -114,8 +148,15 @@ func storedAtV1alpha1(t *testing.T) *fixture {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	return caBundle
+}
 
-	// The CRD's conversion calls that Service; v1alpha1 is stored for now.
+// convertThroughServiceStoringV1alpha1 points the CRD's conversion at the
+// fixture's Service and makes v1alpha1 the storage version; the CRD's spec
+// is put back when t ends.
+func (f *fixture) convertThroughServiceStoringV1alpha1(t *testing.T, crds apiextensionsv1client.CustomResourceDefinitionInterface, caBundle []byte) {
+	t.Helper()
+	ctx := context.Background()
 	before, err := crds.Get(ctx, crdName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -138,20 +179,12 @@ func storedAtV1alpha1(t *testing.T) *fixture {
 		}
 		setStorage(crd, "v1alpha1")
 	})
+}
 
-	// Created through v1alpha1, they need no conversion only once the API
-	// server stores v1alpha1: until then each create fails.
-	f.names = []string{"alpha-0", "alpha-1", "alpha-2"}
-	for _, name := range f.names {
-		poll(t, 30*time.Second, "create "+name+" stored at v1alpha1", func(ctx context.Context) (bool, error) {
-			_, err := hc.HandrollV1alpha1().WebApps(f.appNS).Create(ctx, &handrollv1alpha1.WebApp{
-				ObjectMeta: metav1.ObjectMeta{Name: name},
-				Spec:       handrollv1alpha1.WebAppSpec{Image: "nginx:1.27"},
-			}, metav1.CreateOptions{})
-			return err == nil, nil
-		})
-	}
-	// v1 is stored again; the objects stay as they were written.
+// storeV1Again makes v1 the storage version and waits until the CRD's
+// storedVersions list both versions.
+func storeV1Again(t *testing.T, crds apiextensionsv1client.CustomResourceDefinitionInterface) {
+	t.Helper()
 	updateCRD(t, crds, func(crd *apiextensionsv1.CustomResourceDefinition) { setStorage(crd, "v1") })
 	poll(t, 30*time.Second, "storedVersions lists v1alpha1 and v1", func(ctx context.Context) (bool, error) {
 		crd, err := crds.Get(ctx, crdName, metav1.GetOptions{})
@@ -161,8 +194,14 @@ func storedAtV1alpha1(t *testing.T) *fixture {
 		stored := crd.Status.StoredVersions
 		return slices.Contains(stored, "v1alpha1") && slices.Contains(stored, "v1"), nil
 	})
-	// The deadlock's premise: with no replica ready, a v1 list fails, and
-	// so does a list of the WebApps' metadata.
+}
+
+// checkListsNeedTheWebhook checks that, with no webhook endpoint, a v1 list
+// of the fixture's WebApps and a list of their metadata both fail on the
+// conversion.
+func (f *fixture) checkListsNeedTheWebhook(t *testing.T, hc versioned.Interface) {
+	t.Helper()
+	ctx := context.Background()
 	const conversionFailed = "conversion webhook for handroll.dev/v1alpha1, Kind=WebApp failed"
 	if _, err := hc.HandrollV1().WebApps(f.appNS).List(ctx, metav1.ListOptions{}); err == nil || !strings.Contains(err.Error(), conversionFailed) {
 		t.Fatalf("a v1 list with no webhook endpoint: %v, want an error with %q", err, conversionFailed)
@@ -174,7 +213,6 @@ func storedAtV1alpha1(t *testing.T) *fixture {
 	if _, err := meta.Resource(handrollv1.SchemeGroupVersion.WithResource(handrollv1.WebAppResource)).Namespace(f.appNS).List(ctx, metav1.ListOptions{}); err == nil || !strings.Contains(err.Error(), conversionFailed) {
 		t.Fatalf("a v1 metadata list with no webhook endpoint: %v, want an error with %q", err, conversionFailed)
 	}
-	return f
 }
 
 // readyThenReconciled checks that op, launched on f, becomes ready with no

@@ -23,6 +23,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/yaml"
 
@@ -46,11 +47,42 @@ func TestManifestsDeploy(t *testing.T) {
 	if env == nil {
 		t.Skip("needs the local cluster")
 	}
+	kubectl := kubectlAtRoot(t)
+	c := clientset(t)
+	ctx, cancel := budget.Context(t, context.Background(), 3*time.Minute, "the manifests to be applied and served")
+	defer cancel()
+
+	// What the apply will create: the build, less what already exists (the
+	// harness installed the CRD, and the other tests use it).
+	objs := decodeAll(t, kubectl("kustomize", "manifests/default"))
+	resource := resourceFor(t, c)
+	created := notYetInCluster(ctx, t, objs, resource)
+	t.Cleanup(func() { deleteAndWait(t, created, resource) })
+	kubectl("apply", "--server-side", "--force-conflicts", "-k", "manifests/default")
+
+	checkRestrictedNamespace(ctx, t, c)
+
+	// The webhooks' Service and configurations, and the RBAC of the
+	// self-managed certificates, as the API server sees them.
+	checkWebhookObjects(ctx, t, c)
+	checkCertificateRBAC(ctx, t, c)
+
+	waitForOperatorDeployment(ctx, t, c)
+
+	// The API server now calls the webhooks for every WebApp write, and
+	// nothing answers: the reason for the cleanup.
+	checkWritesCallWebhooks(ctx, t)
+}
+
+// kubectlAtRoot returns a runner of the real kubectl, against the local
+// cluster from the repository's root, that fails the test on an error.
+func kubectlAtRoot(t *testing.T) func(args ...string) []byte {
+	t.Helper()
 	root, err := controlplane.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	kubectl := func(args ...string) []byte {
+	return func(args ...string) []byte {
 		t.Helper()
 		cmd := exec.Command(filepath.Join(env.BinDir, "kubectl"), append([]string{"--kubeconfig=" + env.Kubeconfig}, args...)...)
 		cmd.Dir = root
@@ -62,19 +94,18 @@ func TestManifestsDeploy(t *testing.T) {
 		}
 		return out
 	}
-	c := clientset(t)
-	ctx, cancel := budget.Context(t, context.Background(), 3*time.Minute, "the manifests to be applied and served")
-	defer cancel()
+}
 
-	// What the apply will create: the build, less what already exists (the
-	// harness installed the CRD, and the other tests use it).
-	objs := decodeAll(t, kubectl("kustomize", "manifests/default"))
+// resourceFor returns the dynamic client of an object's resource, mapped
+// through discovery, namespaced when its kind is.
+func resourceFor(t *testing.T, c kubernetes.Interface) func(*unstructured.Unstructured) dynamic.ResourceInterface {
+	t.Helper()
 	dyn, err := dynamic.NewForConfig(env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(c.Discovery()))
-	resource := func(u *unstructured.Unstructured) dynamic.ResourceInterface {
+	return func(u *unstructured.Unstructured) dynamic.ResourceInterface {
 		t.Helper()
 		m, err := mapper.RESTMapping(u.GroupVersionKind().GroupKind(), u.GroupVersionKind().Version)
 		if err != nil {
@@ -85,6 +116,13 @@ func TestManifestsDeploy(t *testing.T) {
 		}
 		return dyn.Resource(m.Resource)
 	}
+}
+
+// notYetInCluster returns the objects of objs the API server does not hold:
+// those the apply will create, and the cleanup must delete.
+func notYetInCluster(ctx context.Context, t *testing.T, objs []*unstructured.Unstructured,
+	resource func(*unstructured.Unstructured) dynamic.ResourceInterface) []*unstructured.Unstructured {
+	t.Helper()
 	var created []*unstructured.Unstructured
 	for _, u := range objs {
 		_, err := resource(u).Get(ctx, u.GetName(), metav1.GetOptions{})
@@ -95,9 +133,13 @@ func TestManifestsDeploy(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	t.Cleanup(func() { deleteAndWait(t, created, resource) })
-	kubectl("apply", "--server-side", "--force-conflicts", "-k", "manifests/default")
+	return created
+}
 
+// checkRestrictedNamespace checks that the operator's namespace enforces the
+// restricted Pod Security profile.
+func checkRestrictedNamespace(ctx context.Context, t *testing.T, c kubernetes.Interface) {
+	t.Helper()
 	ns, err := c.CoreV1().Namespaces().Get(ctx, "handroll-system", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -105,9 +147,12 @@ func TestManifestsDeploy(t *testing.T) {
 	if ns.Labels["pod-security.kubernetes.io/enforce"] != "restricted" {
 		t.Fatalf("namespace labels %v: the test proves nothing without the restricted profile", ns.Labels)
 	}
+}
 
-	// The webhooks' Service and configurations, and the RBAC of the
-	// self-managed certificates, as the API server sees them.
+// checkWebhookObjects checks the webhooks' Service and both webhook
+// configurations.
+func checkWebhookObjects(ctx context.Context, t *testing.T, c kubernetes.Interface) {
+	t.Helper()
 	svc, err := c.CoreV1().Services("handroll-system").Get(ctx, "handroll-webhook", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -121,20 +166,30 @@ func TestManifestsDeploy(t *testing.T) {
 	if _, err := c.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "handroll", metav1.GetOptions{}); err != nil {
 		t.Error(err)
 	}
+}
+
+// certificateRBAC is what the operator's service account may and may not do
+// for its self-managed certificates: its own Secret and configurations only.
+var certificateRBAC = []struct {
+	attrs authorizationv1.ResourceAttributes
+	allow bool
+}{
+	{authorizationv1.ResourceAttributes{Namespace: "handroll-system", Resource: "secrets", Verb: "create"}, true},
+	{authorizationv1.ResourceAttributes{Namespace: "handroll-system", Resource: "secrets", Verb: "update", Name: "handroll-webhook-tls"}, true},
+	{authorizationv1.ResourceAttributes{Namespace: "handroll-system", Resource: "secrets", Verb: "watch", Name: "handroll-webhook-tls"}, true},
+	{authorizationv1.ResourceAttributes{Namespace: "handroll-system", Resource: "secrets", Verb: "get", Name: "another"}, false},
+	{authorizationv1.ResourceAttributes{Namespace: "default", Resource: "secrets", Verb: "create"}, false},
+	{authorizationv1.ResourceAttributes{Group: "admissionregistration.k8s.io", Resource: "validatingwebhookconfigurations", Verb: "update", Name: "handroll"}, true},
+	{authorizationv1.ResourceAttributes{Group: "admissionregistration.k8s.io", Resource: "mutatingwebhookconfigurations", Verb: "update", Name: "another"}, false},
+	{authorizationv1.ResourceAttributes{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions", Verb: "update", Name: "webapps.handroll.dev"}, true},
+}
+
+// checkCertificateRBAC asks the API server, with SubjectAccessReviews,
+// whether the manifests grant the service account exactly certificateRBAC.
+func checkCertificateRBAC(ctx context.Context, t *testing.T, c kubernetes.Interface) {
+	t.Helper()
 	sa := "system:serviceaccount:handroll-system:handroll"
-	for _, check := range []struct {
-		attrs authorizationv1.ResourceAttributes
-		allow bool
-	}{
-		{authorizationv1.ResourceAttributes{Namespace: "handroll-system", Resource: "secrets", Verb: "create"}, true},
-		{authorizationv1.ResourceAttributes{Namespace: "handroll-system", Resource: "secrets", Verb: "update", Name: "handroll-webhook-tls"}, true},
-		{authorizationv1.ResourceAttributes{Namespace: "handroll-system", Resource: "secrets", Verb: "watch", Name: "handroll-webhook-tls"}, true},
-		{authorizationv1.ResourceAttributes{Namespace: "handroll-system", Resource: "secrets", Verb: "get", Name: "another"}, false},
-		{authorizationv1.ResourceAttributes{Namespace: "default", Resource: "secrets", Verb: "create"}, false},
-		{authorizationv1.ResourceAttributes{Group: "admissionregistration.k8s.io", Resource: "validatingwebhookconfigurations", Verb: "update", Name: "handroll"}, true},
-		{authorizationv1.ResourceAttributes{Group: "admissionregistration.k8s.io", Resource: "mutatingwebhookconfigurations", Verb: "update", Name: "another"}, false},
-		{authorizationv1.ResourceAttributes{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions", Verb: "update", Name: "webapps.handroll.dev"}, true},
-	} {
+	for _, check := range certificateRBAC {
 		sar, err := c.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
 			Spec: authorizationv1.SubjectAccessReviewSpec{User: sa, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:handroll-system", "system:authenticated"},
 				ResourceAttributes: &check.attrs},
@@ -147,8 +202,14 @@ func TestManifestsDeploy(t *testing.T) {
 				check.attrs.Namespace, check.attrs.Name, sar.Status.Allowed, check.allow)
 		}
 	}
+}
 
-	err = budget.Poll(ctx, 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+// waitForOperatorDeployment waits until both of the operator's pods are
+// ready: admitted under the restricted profile and run by kwok. On a
+// timeout it logs the namespace's warnings, which say what was refused.
+func waitForOperatorDeployment(ctx context.Context, t *testing.T, c kubernetes.Interface) {
+	t.Helper()
+	err := budget.Poll(ctx, 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
 		d, err := c.AppsV1().Deployments("handroll-system").Get(ctx, "handroll", metav1.GetOptions{})
 		if err != nil {
 			return false, nil //nolint:nilerr // not yet: poll again until the timeout
@@ -164,10 +225,13 @@ func TestManifestsDeploy(t *testing.T) {
 		}
 		t.Fatalf("the operator's Deployment did not become available: %v", err)
 	}
+}
 
-	// The API server now calls the webhooks for every WebApp write, and
-	// nothing answers: the reason for the cleanup.
-	err = budget.Poll(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+// checkWritesCallWebhooks checks that a WebApp write now fails on the
+// manifests' webhooks, which nothing answers.
+func checkWritesCallWebhooks(ctx context.Context, t *testing.T) {
+	t.Helper()
+	err := budget.Poll(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		err := dryRunWebApp(ctx, t)
 		return err != nil && strings.Contains(err.Error(), "webapp.handroll.dev"), nil
 	})

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
@@ -61,7 +62,38 @@ func TestWebAppBecomesReady(t *testing.T) {
 	defer cancel()
 	before := op.Requests(t)
 
-	_, err = hc.HandrollV1().WebApps(ns).Create(ctx, &handrollv1.WebApp{
+	createShop(ctx, t, hc, ns)
+	// As a script or a CI job waits for it: the real kubectl, until the
+	// WebApp's Ready condition is True for its generation.
+	kubectlWaitReady(ctx, t, ns)
+	w := waitForShopReady(ctx, t, hc, ns)
+	// What one WebApp cost, by HTTP method, from creation to Ready with two
+	// pods (watch traffic and the initial lists happened before "before").
+	settled := waitForQuiet(t, op)
+	t.Logf("requests to converge one WebApp (config, 2 replicas) to Ready: %s", requestDiff(before, settled))
+
+	checkReadyShop(ctx, t, w, ns)
+	checkShopChildren(ctx, t, kube, ns)
+	if err := budget.Poll(ctx, 100*time.Millisecond, 30*time.Second, true, directoryHas(t, kube, ns, true)); err != nil {
+		t.Errorf("the directory does not list the WebApp: %v", err)
+	}
+
+	deleteShop(ctx, t, hc, ns)
+	if err := budget.Poll(ctx, 100*time.Millisecond, 10*time.Second, true, directoryHas(t, kube, ns, false)); err != nil {
+		t.Errorf("the directory still lists the deleted WebApp: %v", err)
+	}
+	checkShopChildrenCollected(ctx, t, kube, ns)
+
+	if err := op.Stop(t, syscall.SIGTERM, 30*time.Second); err != nil {
+		t.Errorf("the operator did not exit cleanly on SIGTERM: %v", err)
+	}
+}
+
+// createShop creates the WebApp "shop": two replicas and a config file, so
+// that every kind of child is made.
+func createShop(ctx context.Context, t *testing.T, hc handrollclient.Interface, ns string) {
+	t.Helper()
+	_, err := hc.HandrollV1().WebApps(ns).Create(ctx, &handrollv1.WebApp{
 		ObjectMeta: metav1.ObjectMeta{Name: "shop"},
 		Spec: handrollv1.WebAppSpec{
 			Image:    "nginx:1.27",
@@ -72,16 +104,25 @@ func TestWebAppBecomesReady(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
 
-	// As a script or a CI job waits for it: the real kubectl, until the
-	// WebApp's Ready condition is True for its generation.
+// kubectlWaitReady runs `kubectl wait --for=condition=Ready` on the WebApp
+// "shop" and fails the test if it does not succeed.
+func kubectlWaitReady(ctx context.Context, t *testing.T, ns string) {
+	t.Helper()
 	waitCmd := exec.CommandContext(ctx, filepath.Join(env.BinDir, "kubectl"), "--kubeconfig="+env.Kubeconfig,
 		"wait", "--for=condition=Ready", "webapp/shop", "-n", ns, "--timeout=2m")
 	if out, err := waitCmd.CombinedOutput(); err != nil {
 		t.Fatalf("kubectl wait --for=condition=Ready: %v\n%s", err, out)
 	}
+}
 
+// waitForShopReady waits until the WebApp "shop"'s status, for its current
+// generation, is Ready with both replicas, and returns it.
+func waitForShopReady(ctx context.Context, t *testing.T, hc handrollclient.Interface, ns string) *handrollv1.WebApp {
+	t.Helper()
 	var w *handrollv1.WebApp
+	var err error
 	err = budget.Poll(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		w, err = hc.HandrollV1().WebApps(ns).Get(ctx, "shop", metav1.GetOptions{})
 		if err != nil {
@@ -94,11 +135,13 @@ func TestWebAppBecomesReady(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the WebApp did not become Ready: %v; status %+v", err, w.Status)
 	}
-	// What one WebApp cost, by HTTP method, from creation to Ready with two
-	// pods (watch traffic and the initial lists happened before "before").
-	settled := waitForQuiet(t, op)
-	t.Logf("requests to converge one WebApp (config, 2 replicas) to Ready: %s", requestDiff(before, settled))
+	return w
+}
 
+// checkReadyShop checks the Ready WebApp's status fields, and that kstatus
+// reads it as Current.
+func checkReadyShop(ctx context.Context, t *testing.T, w *handrollv1.WebApp, ns string) {
+	t.Helper()
 	if w.Status.URL != "http://shop."+ns+".svc:80" || w.Status.Replicas != 2 || w.Status.Selector == "" {
 		t.Errorf("status %+v", w.Status)
 	}
@@ -111,6 +154,12 @@ func TestWebAppBecomesReady(t *testing.T) {
 	if res, err := kstatus.Compute(u); err != nil || res.Status != kstatus.CurrentStatus {
 		t.Errorf("kstatus reads the Ready WebApp as %+v (%v), want Current", res, err)
 	}
+}
+
+// checkShopChildren checks that the WebApp's Deployment, Service and
+// ConfigMap exist.
+func checkShopChildren(ctx context.Context, t *testing.T, kube kubernetes.Interface, ns string) {
+	t.Helper()
 	for _, get := range []func() error{
 		func() error {
 			_, err := kube.AppsV1().Deployments(ns).Get(ctx, "shop", metav1.GetOptions{})
@@ -126,37 +175,45 @@ func TestWebAppBecomesReady(t *testing.T) {
 			t.Errorf("child: %v", err)
 		}
 	}
-	directoryHas := func(want bool) wait.ConditionWithContextFunc {
-		return func(ctx context.Context) (bool, error) {
-			cm, err := kube.CoreV1().ConfigMaps(operatorNamespace(t)).Get(ctx, webapp.DirectoryName, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				return !want, nil
-			}
-			if err != nil {
-				return false, err
-			}
-			_, has := cm.Data[webapp.DirectoryKey(ns, "shop")]
-			return has == want, nil
-		}
-	}
-	if err := budget.Poll(ctx, 100*time.Millisecond, 30*time.Second, true, directoryHas(true)); err != nil {
-		t.Errorf("the directory does not list the WebApp: %v", err)
-	}
+}
 
+// directoryHas is a poll condition: the operator's directory lists the
+// WebApp "shop" (want), or does not (!want).
+func directoryHas(t *testing.T, kube kubernetes.Interface, ns string, want bool) wait.ConditionWithContextFunc {
+	t.Helper()
+	return func(ctx context.Context) (bool, error) {
+		cm, err := kube.CoreV1().ConfigMaps(operatorNamespace(t)).Get(ctx, webapp.DirectoryName, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return !want, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		_, has := cm.Data[webapp.DirectoryKey(ns, "shop")]
+		return has == want, nil
+	}
+}
+
+// deleteShop deletes the WebApp "shop" and waits until it is gone.
+func deleteShop(ctx context.Context, t *testing.T, hc handrollclient.Interface, ns string) {
+	t.Helper()
 	if err := hc.HandrollV1().WebApps(ns).Delete(ctx, "shop", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	err = budget.Poll(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := budget.Poll(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		_, err := hc.HandrollV1().WebApps(ns).Get(ctx, "shop", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
 	if err != nil {
 		t.Fatalf("the WebApp was not deleted: %v", err)
 	}
-	if err := budget.Poll(ctx, 100*time.Millisecond, 10*time.Second, true, directoryHas(false)); err != nil {
-		t.Errorf("the directory still lists the deleted WebApp: %v", err)
-	}
-	err = budget.Poll(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+}
+
+// checkShopChildrenCollected waits until the garbage collector has removed
+// the deleted WebApp's pods and Deployment.
+func checkShopChildrenCollected(ctx context.Context, t *testing.T, kube kubernetes.Interface, ns string) {
+	t.Helper()
+	err := budget.Poll(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		pods, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: webapp.LabelInstance + "=shop"})
 		if err != nil {
 			return false, err
@@ -166,10 +223,6 @@ func TestWebAppBecomesReady(t *testing.T) {
 	})
 	if err != nil {
 		t.Errorf("children not garbage-collected: %v", err)
-	}
-
-	if err := op.Stop(t, syscall.SIGTERM, 30*time.Second); err != nil {
-		t.Errorf("the operator did not exit cleanly on SIGTERM: %v", err)
 	}
 }
 

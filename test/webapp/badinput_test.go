@@ -172,31 +172,8 @@ func TestWebhookRejections(t *testing.T) {
 	startOperator(t, args...)
 	waitInjected(t, configuration, url)
 
-	half := strings.Repeat("x", handrollv1.MaxConfigBytes/2)
-	cases := []struct {
-		name   string
-		mutate func(*handrollv1.WebApp)
-		field  string
-	}{
-		{"reserved env prefix", func(w *handrollv1.WebApp) { w.Spec.Env = []corev1.EnvVar{{Name: "HANDROLL_URL", Value: "x"}} }, "spec.env[0].name"},
-		{"env name starting with a digit", func(w *handrollv1.WebApp) { w.Spec.Env = []corev1.EnvVar{{Name: "1VAR", Value: "x"}} }, "spec.env[0].name"},
-		{"env name with =", func(w *handrollv1.WebApp) { w.Spec.Env = []corev1.EnvVar{{Name: "A=B", Value: "x"}} }, "spec.env[0].name"},
-		{"env value and valueFrom", func(w *handrollv1.WebApp) {
-			w.Spec.Env = []corev1.EnvVar{{Name: "A", Value: "1", ValueFrom: &corev1.EnvVarSource{
-				FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}
-		}, "spec.env[0].valueFrom"},
-		{"image with upper case", func(w *handrollv1.WebApp) { w.Spec.Image = "Nginx" }, "spec.image"},
-		{"image with an empty tag", func(w *handrollv1.WebApp) { w.Spec.Image = "nginx:" }, "spec.image"},
-		{"image with a short digest", func(w *handrollv1.WebApp) { w.Spec.Image = "nginx@sha256:abc" }, "spec.image"},
-		{"image with an empty path component", func(w *handrollv1.WebApp) { w.Spec.Image = "registry.example/a//b" }, "spec.image"},
-		{"image with a 129-character tag", func(w *handrollv1.WebApp) { w.Spec.Image = "nginx:" + strings.Repeat("t", 129) }, "spec.image"},
-		{"config over 1 MiB in total", func(w *handrollv1.WebApp) { w.Spec.Config = map[string]string{"a": half, "b": half} }, "spec.config"},
-		{"the conversion annotation on v1", func(w *handrollv1.WebApp) {
-			w.Annotations = map[string]string{handrollv1.V1SpecAnnotation: "{}"}
-		}, "metadata.annotations[handroll.dev/v1-spec]"},
-	}
 	hc := handrollClient(t)
-	for i, tc := range cases {
+	for i, tc := range webhookRejections() {
 		t.Run(tc.name, func(t *testing.T) {
 			w := &handrollv1.WebApp{
 				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bad-%d", i), Namespace: ns},
@@ -223,16 +200,8 @@ func TestWebhookRejections(t *testing.T) {
 	// Explicit invalid values that the Go types, with omitempty, cannot
 	// send: the mutating webhook must leave them for the schema to refuse,
 	// not replace them with the default a left-out field gets.
-	rawCases := []struct {
-		name, apiVersion, spec, field string
-	}{
-		{"port 0", "handroll.dev/v1", `{"image":"nginx:1.27","port":0}`, "spec.port"},
-		{"service port 0", "handroll.dev/v1", `{"image":"nginx:1.27","service":{"port":0}}`, "spec.service.port"},
-		{"service type empty", "handroll.dev/v1", `{"image":"nginx:1.27","service":{"type":""}}`, "spec.service.type"},
-		{"v1alpha1 containerPort 0", "handroll.dev/v1alpha1", `{"image":"nginx:1.27","containerPort":0}`, "spec.containerPort"},
-	}
 	dyn := dynamic.NewForConfigOrDie(env.Config)
-	for i, tc := range rawCases {
+	for i, tc := range explicitInvalidValues {
 		t.Run(tc.name, func(t *testing.T) {
 			var obj unstructured.Unstructured
 			doc := fmt.Sprintf(`{"apiVersion":%q,"kind":"WebApp","metadata":{"name":"raw-%d"},"spec":%s}`, tc.apiVersion, i, tc.spec)
@@ -258,4 +227,48 @@ func TestWebhookRejections(t *testing.T) {
 			}
 		})
 	}
+}
+
+// webhookRejection is a WebApp only the validating webhook refuses: mutate
+// makes it from a valid one, and the refusal must name field.
+type webhookRejection struct {
+	name   string
+	mutate func(*handrollv1.WebApp)
+	field  string
+}
+
+// webhookRejections are the invalid WebApps that neither the schema nor CEL
+// can check.
+func webhookRejections() []webhookRejection {
+	half := strings.Repeat("x", handrollv1.MaxConfigBytes/2)
+	return []webhookRejection{
+		{"reserved env prefix", func(w *handrollv1.WebApp) { w.Spec.Env = []corev1.EnvVar{{Name: "HANDROLL_URL", Value: "x"}} }, "spec.env[0].name"},
+		{"env name starting with a digit", func(w *handrollv1.WebApp) { w.Spec.Env = []corev1.EnvVar{{Name: "1VAR", Value: "x"}} }, "spec.env[0].name"},
+		{"env name with =", func(w *handrollv1.WebApp) { w.Spec.Env = []corev1.EnvVar{{Name: "A=B", Value: "x"}} }, "spec.env[0].name"},
+		{"env value and valueFrom", func(w *handrollv1.WebApp) {
+			w.Spec.Env = []corev1.EnvVar{{Name: "A", Value: "1", ValueFrom: &corev1.EnvVarSource{
+				FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}
+		}, "spec.env[0].valueFrom"},
+		{"image with upper case", func(w *handrollv1.WebApp) { w.Spec.Image = "Nginx" }, "spec.image"},
+		{"image with an empty tag", func(w *handrollv1.WebApp) { w.Spec.Image = "nginx:" }, "spec.image"},
+		{"image with a short digest", func(w *handrollv1.WebApp) { w.Spec.Image = "nginx@sha256:abc" }, "spec.image"},
+		{"image with an empty path component", func(w *handrollv1.WebApp) { w.Spec.Image = "registry.example/a//b" }, "spec.image"},
+		{"image with a 129-character tag", func(w *handrollv1.WebApp) { w.Spec.Image = "nginx:" + strings.Repeat("t", 129) }, "spec.image"},
+		{"config over 1 MiB in total", func(w *handrollv1.WebApp) { w.Spec.Config = map[string]string{"a": half, "b": half} }, "spec.config"},
+		{"the conversion annotation on v1", func(w *handrollv1.WebApp) {
+			w.Annotations = map[string]string{handrollv1.V1SpecAnnotation: "{}"}
+		}, "metadata.annotations[handroll.dev/v1-spec]"},
+	}
+}
+
+// explicitInvalidValues are WebApps, as JSON, with explicit invalid values
+// that the Go types, with omitempty, cannot send, and the field the
+// schema's refusal must name.
+var explicitInvalidValues = []struct {
+	name, apiVersion, spec, field string
+}{
+	{"port 0", "handroll.dev/v1", `{"image":"nginx:1.27","port":0}`, "spec.port"},
+	{"service port 0", "handroll.dev/v1", `{"image":"nginx:1.27","service":{"port":0}}`, "spec.service.port"},
+	{"service type empty", "handroll.dev/v1", `{"image":"nginx:1.27","service":{"type":""}}`, "spec.service.type"},
+	{"v1alpha1 containerPort 0", "handroll.dev/v1alpha1", `{"image":"nginx:1.27","containerPort":0}`, "spec.containerPort"},
 }

@@ -36,49 +36,11 @@ func TestManifestRBACIsEnough(t *testing.T) {
 	ctx := context.Background()
 
 	// The manifests, moved into this test's namespace and names.
-	root, err := controlplane.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := scheme.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	decoder := scheme.Codecs(s).UniversalDeserializer()
 	rename := func(name string) string { return name + "-" + opNS }
-	files, _ := filepath.Glob(filepath.Join(root, "manifests", "rbac", "*.yaml"))
-	created := 0
-	for _, f := range files {
-		if filepath.Base(f) == "kustomization.yaml" {
-			continue
-		}
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		raw, err := utilyaml.ToJSON(data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		obj, _, err := decoder.Decode(raw, nil, nil)
-		if err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		if err := createMoved(ctx, t, obj, opNS, rename); err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		created++
-	}
-	if created < 5 {
-		t.Fatalf("found only %d RBAC manifests", created)
-	}
+	createRBACManifests(ctx, t, opNS, rename)
 
 	// A token of the ServiceAccount, in a kubeconfig of its own.
-	tr, err := kube.CoreV1().ServiceAccounts(opNS).CreateToken(ctx, "handroll", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := env.WriteKubeconfig(t, controlplane.WithToken(tr.Status.Token))
+	kubeconfig := serviceAccountKubeconfig(ctx, t, opNS)
 
 	// Webhooks served as in the cluster (self-managed certificates, the
 	// manifests' webhook configurations), but reached at --webhook-url.
@@ -120,6 +82,58 @@ func TestManifestRBACIsEnough(t *testing.T) {
 	if strings.Contains(strings.ToLower(op.Log()), "forbidden") {
 		t.Errorf("the operator met a forbidden request with the manifests' RBAC:\n%s", op.Log())
 	}
+}
+
+// createRBACManifests creates the objects of manifests/rbac in namespace
+// ns, with cluster-wide names passed through rename.
+func createRBACManifests(ctx context.Context, t *testing.T, ns string, rename func(string) string) {
+	t.Helper()
+	root, err := controlplane.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := scheme.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	decoder := scheme.Codecs(s).UniversalDeserializer()
+	files, _ := filepath.Glob(filepath.Join(root, "manifests", "rbac", "*.yaml"))
+	created := 0
+	for _, f := range files {
+		if filepath.Base(f) == "kustomization.yaml" {
+			continue
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := utilyaml.ToJSON(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj, _, err := decoder.Decode(raw, nil, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if err := createMoved(ctx, t, obj, ns, rename); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		created++
+	}
+	if created < 5 {
+		t.Fatalf("found only %d RBAC manifests", created)
+	}
+}
+
+// serviceAccountKubeconfig writes a kubeconfig whose only credential is a
+// token of the ServiceAccount handroll of namespace ns.
+func serviceAccountKubeconfig(ctx context.Context, t *testing.T, ns string) string {
+	t.Helper()
+	tr, err := kubeClient(t).CoreV1().ServiceAccounts(ns).CreateToken(ctx, "handroll", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env.WriteKubeconfig(t, controlplane.WithToken(tr.Status.Token))
 }
 
 // createMoved creates an RBAC object from the manifests in namespace ns,

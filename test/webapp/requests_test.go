@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
@@ -28,36 +29,15 @@ import (
 func TestRequestsPerNewWebApp(t *testing.T) {
 	ns := env.Namespace(t)
 	op, _ := startOperator(t, "--leader-elect=false", "--namespaces="+ns)
-	settle := func() map[string]float64 {
-		var got map[string]float64
-		eventually(t, "the operator settles", func(context.Context) (bool, error) {
-			before := op.Requests(t)
-			time.Sleep(3 * time.Second)
-			got = op.Requests(t)
-			return operator.Writes(got) == operator.Writes(before) && got[http.MethodGet] == before[http.MethodGet], nil
-		})
-		return got
-	}
-	before, served := settle(), apiServerWrites(t)
+	before, served := quietRequests(t, op), apiServerWrites(t)
 	reconcilesBefore := reconciles(t, op)
 
 	const n = 20
-	withConfig := 0
-	for i := range n {
-		w := &handrollv1.WebApp{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("web-%d", i), Namespace: ns},
-			Spec:       handrollv1.WebAppSpec{Image: "nginx:1.27"},
-		}
-		if i%2 == 0 {
-			w.Spec.Config = map[string]string{"k": "v"}
-			withConfig++
-		}
-		createWebApp(t, w)
-	}
+	withConfig := createNumberedWebApps(t, ns, n)
 	for i := range n {
 		converged(t, ns, fmt.Sprintf("web-%d", i))
 	}
-	after, servedAfter := settle(), apiServerWrites(t)
+	after, servedAfter := quietRequests(t, op), apiServerWrites(t)
 	if got := reconciles(t, op) - reconcilesBefore; got < n || got > 2*n {
 		t.Errorf("%.0f reconciles of %d new WebApps, want one or two each", got, n)
 	}
@@ -66,23 +46,7 @@ func TestRequestsPerNewWebApp(t *testing.T) {
 	for m, v := range after {
 		delta[m] = v - before[m]
 	}
-	events, err := kubeClient(t).EventsV1().Events(ns).List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eventWrites := 0
-	for _, e := range events.Items {
-		if e.ReportingController != "handroll" {
-			// The API server records some of its own (its ClusterIP
-			// repair loop, for one): not handroll's writes.
-			t.Logf("not handroll's: %s %s %s/%s: %s", e.ReportingController, e.Reason, e.Regarding.Kind, e.Regarding.Name, e.Note)
-			continue
-		}
-		eventWrites++ // the create
-		if e.Series != nil {
-			eventWrites += int(e.Series.Count) - 1 // each repeat is a patch
-		}
-	}
+	events, eventWrites := handrollEventWrites(t, ns)
 	children := float64(2*n + withConfig)
 	nonEvent := operator.Writes(delta) - float64(eventWrites)
 	byResource := map[string]float64{}
@@ -116,6 +80,62 @@ func TestRequestsPerNewWebApp(t *testing.T) {
 			t.Errorf("the API server served %v writes of %s; want at most %v", got, resource, limit)
 		}
 	}
+}
+
+// quietRequests waits until the operator has sent no write and no GET for
+// three seconds, and returns its request counts.
+func quietRequests(t *testing.T, op *operator.Operator) map[string]float64 {
+	t.Helper()
+	var got map[string]float64
+	eventually(t, "the operator settles", func(context.Context) (bool, error) {
+		before := op.Requests(t)
+		time.Sleep(3 * time.Second)
+		got = op.Requests(t)
+		return operator.Writes(got) == operator.Writes(before) && got[http.MethodGet] == before[http.MethodGet], nil
+	})
+	return got
+}
+
+// createNumberedWebApps creates the WebApps web-0 to web-(n-1) in ns, every
+// other one with a config, and returns how many have one.
+func createNumberedWebApps(t *testing.T, ns string, n int) (withConfig int) {
+	t.Helper()
+	for i := range n {
+		w := &handrollv1.WebApp{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("web-%d", i), Namespace: ns},
+			Spec:       handrollv1.WebAppSpec{Image: "nginx:1.27"},
+		}
+		if i%2 == 0 {
+			w.Spec.Config = map[string]string{"k": "v"}
+			withConfig++
+		}
+		createWebApp(t, w)
+	}
+	return withConfig
+}
+
+// handrollEventWrites lists the events of ns and counts the writes handroll
+// made for them: a create for each, a patch for each repeat of a series.
+func handrollEventWrites(t *testing.T, ns string) (*eventsv1.EventList, int) {
+	t.Helper()
+	events, err := kubeClient(t).EventsV1().Events(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventWrites := 0
+	for _, e := range events.Items {
+		if e.ReportingController != "handroll" {
+			// The API server records some of its own (its ClusterIP
+			// repair loop, for one): not handroll's writes.
+			t.Logf("not handroll's: %s %s %s/%s: %s", e.ReportingController, e.Reason, e.Regarding.Kind, e.Regarding.Name, e.Note)
+			continue
+		}
+		eventWrites++ // the create
+		if e.Series != nil {
+			eventWrites += int(e.Series.Count) - 1 // each repeat is a patch
+		}
+	}
+	return events, eventWrites
 }
 
 // reconciles is the operator's count of the WebApp controller's reconciles.

@@ -18,6 +18,7 @@ import (
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	handrollv1alpha1 "github.com/handroll/handroll/pkg/apis/handroll/v1alpha1"
 	"github.com/handroll/handroll/pkg/certs"
+	"github.com/handroll/handroll/pkg/generated/clientset/versioned"
 	"github.com/handroll/handroll/pkg/leader"
 	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/operator"
@@ -148,6 +149,29 @@ func TestSelfManagedWebhooksAndConversion(t *testing.T) {
 	waitInjected(t, configuration, url)
 	ctx := context.Background()
 
+	checkSelfManagedSecret(ctx, t, opNS)
+
+	hc := handrollClient(t)
+	// Rejected by the validating webhook, also when written as v1alpha1:
+	// the API server converts to v1 (matchPolicy Equivalent) first.
+	checkReservedEnvRejectedAsV1alpha1(t, hc, ns)
+
+	// A v1alpha1 object, read as v1.
+	checkV1alpha1ReadAsV1(ctx, t, hc, ns)
+
+	// A v1 object with fields v1alpha1 cannot hold, written through
+	// v1alpha1: they survive.
+	checkV1OnlyFieldsSurvive(ctx, t, hc, ns)
+
+	// Deleted here: nothing deletes namespaces in this control plane, and
+	// later tests' operators would otherwise keep reconciling them.
+	deleteWebApps(ctx, t, hc, ns, "old", "new")
+}
+
+// checkSelfManagedSecret checks that the operator keeps its certificate and
+// CA in the Secret handroll-webhook-tls of its namespace.
+func checkSelfManagedSecret(ctx context.Context, t *testing.T, opNS string) {
+	t.Helper()
 	secret, err := kubeClient(t).CoreV1().Secrets(opNS).Get(ctx, "handroll-webhook-tls", metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("the self-managed certificate's Secret: %v", err)
@@ -157,10 +181,12 @@ func TestSelfManagedWebhooksAndConversion(t *testing.T) {
 			t.Errorf("Secret %s/%s has no %s", opNS, secret.Name, key)
 		}
 	}
+}
 
-	hc := handrollClient(t)
-	// Rejected by the validating webhook, also when written as v1alpha1:
-	// the API server converts to v1 (matchPolicy Equivalent) first.
+// checkReservedEnvRejectedAsV1alpha1 checks that a v1alpha1 WebApp with a
+// reserved env name is refused, naming the field.
+func checkReservedEnvRejectedAsV1alpha1(t *testing.T, hc versioned.Interface, ns string) {
+	t.Helper()
 	reserved := &handrollv1alpha1.WebApp{
 		ObjectMeta: metav1.ObjectMeta{Name: "reserved", Namespace: ns},
 		Spec:       handrollv1alpha1.WebAppSpec{Image: "nginx:1.27", Env: []corev1.EnvVar{{Name: "HANDROLL_MODE", Value: "x"}}},
@@ -177,8 +203,12 @@ func TestSelfManagedWebhooksAndConversion(t *testing.T) {
 	if !strings.Contains(createErr.Error(), "spec.env[0].name") {
 		t.Errorf("the rejection does not name the field: %v", createErr)
 	}
+}
 
-	// A v1alpha1 object, read as v1.
+// checkV1alpha1ReadAsV1 creates the v1alpha1 WebApp "old" and checks that,
+// read as v1, its fields are converted and the v1 defaults applied.
+func checkV1alpha1ReadAsV1(ctx context.Context, t *testing.T, hc versioned.Interface, ns string) {
+	t.Helper()
 	old := &handrollv1alpha1.WebApp{
 		ObjectMeta: metav1.ObjectMeta{Name: "old", Namespace: ns},
 		Spec: handrollv1alpha1.WebAppSpec{
@@ -199,9 +229,13 @@ func TestSelfManagedWebhooksAndConversion(t *testing.T) {
 	if got.Spec.Service == nil {
 		t.Errorf("the v1 defaults were not applied to an object written as v1alpha1: %s", asJSON(got.Spec))
 	}
+}
 
-	// A v1 object with fields v1alpha1 cannot hold, written through
-	// v1alpha1: they survive.
+// checkV1OnlyFieldsSurvive creates the v1 WebApp "new" with fields v1alpha1
+// cannot hold, updates it through v1alpha1, and checks that the update
+// reaches v1 and those fields are kept, with no conversion annotation left.
+func checkV1OnlyFieldsSurvive(ctx context.Context, t *testing.T, hc versioned.Interface, ns string) {
+	t.Helper()
 	createWebApp(t, &handrollv1.WebApp{
 		ObjectMeta: metav1.ObjectMeta{Name: "new", Namespace: ns},
 		Spec: handrollv1.WebAppSpec{
@@ -212,7 +246,7 @@ func TestSelfManagedWebhooksAndConversion(t *testing.T) {
 	})
 	// The operator may write too: retry on conflict, as any client doing a
 	// read-modify-write must.
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		alpha, err := hc.HandrollV1alpha1().WebApps(ns).Get(ctx, "new", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -243,10 +277,12 @@ func TestSelfManagedWebhooksAndConversion(t *testing.T) {
 			t.Errorf("the conversion annotation %s leaked into v1", k)
 		}
 	}
+}
 
-	// Deleted here: nothing deletes namespaces in this control plane, and
-	// later tests' operators would otherwise keep reconciling them.
-	for _, name := range []string{"old", "new"} {
+// deleteWebApps deletes the named WebApps of ns and waits until ns has none.
+func deleteWebApps(ctx context.Context, t *testing.T, hc versioned.Interface, ns string, names ...string) {
+	t.Helper()
+	for _, name := range names {
 		if err := hc.HandrollV1().WebApps(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 			t.Error(err)
 		}

@@ -46,7 +46,28 @@ func TestAPIServerCallsTheWebhooks(t *testing.T) {
 	}
 	port := operator.FreePort(t)
 	startOperator(t, fmt.Sprintf("--webhook-port=%d", port), "--webhook-cert-dir="+certDir)
+	registerWebhooks(t, ns, port, caBundle)
 
+	w := &warnings{}
+	hc := warningClient(t, w)
+
+	// The API server caches webhook configurations briefly: retry until the
+	// webhook answers.
+	checkReservedEnvRejected(t, hc, ns)
+
+	// "Nginx" passes the schema's no-white-space pattern; the webhook parses
+	// the reference and rejects the upper-case repository.
+	checkUpperCaseImageRejected(t, hc, ns)
+
+	// Allowed, with warnings: no tag, no resources.
+	checkUntaggedAllowedWithWarning(t, hc, ns, w)
+}
+
+// registerWebhooks registers the operator's webhooks, served at port with
+// caBundle, for WebApps of namespace ns only, and unregisters them when t
+// ends.
+func registerWebhooks(t *testing.T, ns string, port int, caBundle []byte) {
+	t.Helper()
 	// Only this test's namespace goes through the webhooks.
 	selector := &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}
 	rules := []admissionregistrationv1.RuleWithOperations{{
@@ -91,17 +112,24 @@ func TestAPIServerCallsTheWebhooks(t *testing.T) {
 	t.Cleanup(func() {
 		_ = ar.ValidatingWebhookConfigurations().Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
+}
 
-	w := &warnings{}
+// warningClient is a client whose API server warnings w collects.
+func warningClient(t *testing.T, w *warnings) versioned.Interface {
+	t.Helper()
 	cfg := rest.CopyConfig(env.Config)
 	cfg.WarningHandler = w
 	hc, err := versioned.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return hc
+}
 
-	// The API server caches webhook configurations briefly: retry until the
-	// webhook answers.
+// checkReservedEnvRejected checks that a WebApp with a reserved env name is
+// refused with the message of the validating webhook, naming the field.
+func checkReservedEnvRejected(t *testing.T, hc versioned.Interface, ns string) {
+	t.Helper()
 	reserved := &handrollv1.WebApp{
 		ObjectMeta: metav1.ObjectMeta{Name: "reserved", Namespace: ns},
 		Spec:       handrollv1.WebAppSpec{Image: "nginx:1.27", Env: []corev1.EnvVar{{Name: "HANDROLL_MODE", Value: "x"}}},
@@ -118,18 +146,26 @@ func TestAPIServerCallsTheWebhooks(t *testing.T) {
 	if !strings.Contains(createErr.Error(), "spec.env[0].name") || !strings.Contains(createErr.Error(), "validate.webapps.handroll.dev") {
 		t.Errorf("the rejection does not name the field and the webhook: %v", createErr)
 	}
+}
 
-	// "Nginx" passes the schema's no-white-space pattern; the webhook parses
-	// the reference and rejects the upper-case repository.
-	_, err = hc.HandrollV1().WebApps(ns).Create(ctx, &handrollv1.WebApp{
+// checkUpperCaseImageRejected checks that the image "Nginx" is refused at
+// spec.image.
+func checkUpperCaseImageRejected(t *testing.T, hc versioned.Interface, ns string) {
+	t.Helper()
+	_, err := hc.HandrollV1().WebApps(ns).Create(context.Background(), &handrollv1.WebApp{
 		ObjectMeta: metav1.ObjectMeta{Name: "badimage", Namespace: ns},
 		Spec:       handrollv1.WebAppSpec{Image: "Nginx"},
 	}, metav1.CreateOptions{})
 	if err == nil || !strings.Contains(err.Error(), "spec.image") {
 		t.Errorf("an upper-case image reference: %v, want a rejection at spec.image", err)
 	}
+}
 
-	// Allowed, with warnings: no tag, no resources.
+// checkUntaggedAllowedWithWarning checks that a WebApp with an untagged
+// image is stored, and that w received a warning about its image.
+func checkUntaggedAllowedWithWarning(t *testing.T, hc versioned.Interface, ns string, w *warnings) {
+	t.Helper()
+	ctx := context.Background()
 	if _, err := hc.HandrollV1().WebApps(ns).Create(ctx, &handrollv1.WebApp{
 		ObjectMeta: metav1.ObjectMeta{Name: "untagged", Namespace: ns},
 		Spec:       handrollv1.WebAppSpec{Image: "nginx"},
