@@ -14,11 +14,13 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
 	"github.com/handroll/handroll/pkg/controller/webapp"
+	"github.com/handroll/handroll/pkg/generated/clientset/versioned"
 	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/operator"
 )
@@ -44,22 +46,7 @@ func TestCrashesLoseNothing(t *testing.T) {
 	// while a successor waits for a dead leader's Lease to expire.
 	args := []string{"--operator-namespace=" + opNS, "--leader-elect=false", "--namespaces=" + strings.Join(namespaces, ",")}
 
-	var names []string // namespace/name
-	for _, ns := range namespaces {
-		for i := range perNamespace {
-			w := &handrollv1.WebApp{
-				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("w%03d", i), Namespace: ns},
-				Spec:       handrollv1.WebAppSpec{Image: "nginx:1.27", Replicas: ptr.To[int32](1)},
-			}
-			if i%2 == 0 {
-				w.Spec.Config = map[string]string{"app.conf": fmt.Sprintf("n=%d", i)}
-			}
-			if _, err := hc.HandrollV1().WebApps(ns).Create(ctx, w, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			names = append(names, ns+"/"+w.Name)
-		}
-	}
+	names := createCrashWebApps(ctx, t, hc, namespaces, perNamespace) // namespace/name
 
 	// Users at work while the operator crashes: updates, and deletions.
 	var (
@@ -113,6 +100,44 @@ func TestCrashesLoseNothing(t *testing.T) {
 		}
 	})
 
+	killRepeatedly(t, kills, args)
+	close(stop)
+	users.Wait()
+	mu.Lock()
+	t.Logf("%d kills survived; users made %d updates and %d deletions meanwhile", kills, updates, len(deleted))
+	mu.Unlock()
+
+	operator.Start(t, env.Kubeconfig, args...)
+	awaitExactAfterCrashes(ctx, t, namespaces, opNS, deleted)
+}
+
+// createCrashWebApps creates perNamespace WebApps in each namespace, every
+// other one with a config, and returns their namespace/name keys.
+func createCrashWebApps(ctx context.Context, t *testing.T, hc versioned.Interface, namespaces []string, perNamespace int) []string {
+	t.Helper()
+	var names []string
+	for _, ns := range namespaces {
+		for i := range perNamespace {
+			w := &handrollv1.WebApp{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("w%03d", i), Namespace: ns},
+				Spec:       handrollv1.WebAppSpec{Image: "nginx:1.27", Replicas: ptr.To[int32](1)},
+			}
+			if i%2 == 0 {
+				w.Spec.Config = map[string]string{"app.conf": fmt.Sprintf("n=%d", i)}
+			}
+			if _, err := hc.HandrollV1().WebApps(ns).Create(ctx, w, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			names = append(names, ns+"/"+w.Name)
+		}
+	}
+	return names
+}
+
+// killRepeatedly starts the operator with args and SIGKILLs it, kills
+// times, each after a random while.
+func killRepeatedly(t *testing.T, kills int, args []string) {
+	t.Helper()
 	rng := rand.New(rand.NewPCG(3, 4))
 	for k := range kills {
 		op := operator.Launch(t, env.Kubeconfig, args...)
@@ -122,13 +147,12 @@ func TestCrashesLoseNothing(t *testing.T) {
 		_ = op.Stop(t, syscall.SIGKILL, 10*time.Second)
 		t.Logf("kill %d, after %s", k+1, ran)
 	}
-	close(stop)
-	users.Wait()
-	mu.Lock()
-	t.Logf("%d kills survived; users made %d updates and %d deletions meanwhile", kills, updates, len(deleted))
-	mu.Unlock()
+}
 
-	operator.Start(t, env.Kubeconfig, args...)
+// awaitExactAfterCrashes waits until check finds nothing amiss in
+// namespaces, with the deleted WebApps gone.
+func awaitExactAfterCrashes(ctx context.Context, t *testing.T, namespaces []string, opNS string, deleted map[string]bool) {
+	t.Helper()
 	err := budget.Poll(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
 		problems, err := check(ctx, t, namespaces, opNS, deleted)
 		if err != nil {
@@ -183,72 +207,98 @@ func check(ctx context.Context, t *testing.T, namespaces []string, opNS string, 
 				problems = append(problems, fmt.Sprintf("%s: observedGeneration %d of %d", key, w.Status.ObservedGeneration, w.Generation))
 			}
 		}
-		selector := webapp.LabelManagedBy + "=" + webapp.ManagedBy
-		deps, err := kube.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		children, err := checkChildren(ctx, t, kube, ns, live, deleted)
 		if err != nil {
 			return nil, err
 		}
-		svcs, err := kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
-		if err != nil {
-			return nil, err
-		}
-		cms, err := kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
-		if err != nil {
-			return nil, err
-		}
-		owned := map[string]int{} // kind/owner → children
-		checkOwner := func(kind, name string, refs []metav1.OwnerReference) {
-			var ctl *metav1.OwnerReference
-			for i := range refs {
-				if ptr.Deref(refs[i].Controller, false) {
-					ctl = &refs[i]
-				}
-			}
-			if ctl == nil {
-				problems = append(problems, fmt.Sprintf("%s %s/%s has no controller", kind, ns, name))
-				return
-			}
-			if w, ok := live[ctl.Name]; ok {
-				if w.UID != ctl.UID {
-					problems = append(problems, fmt.Sprintf("%s %s/%s is controlled by another %s", kind, ns, name, ctl.Name))
-				}
-				owned[kind+"/"+ctl.Name]++
-			} else if !deleted[ns+"/"+ctl.Name] {
-				problems = append(problems, fmt.Sprintf("%s %s/%s is controlled by %s, which never existed", kind, ns, name, ctl.Name))
-			}
-			// A child of a deleted WebApp is the garbage collector's (not
-			// running here): its controller reference is what it needs.
-		}
-		for _, d := range deps.Items {
-			checkOwner("Deployment", d.Name, d.OwnerReferences)
-			if w, ok := live[d.Name]; ok && ptr.Deref(d.Spec.Replicas, -1) != ptr.Deref(w.Spec.Replicas, 1) {
-				problems = append(problems, fmt.Sprintf("Deployment %s/%s has %d replicas, its WebApp %d", ns, d.Name, ptr.Deref(d.Spec.Replicas, -1), ptr.Deref(w.Spec.Replicas, 1)))
-			}
-		}
-		for _, s := range svcs.Items {
-			checkOwner("Service", s.Name, s.OwnerReferences)
-		}
-		for _, c := range cms.Items {
-			checkOwner("ConfigMap", c.Name, c.OwnerReferences)
-			if w, ok := live[c.Name[:max(0, len(c.Name)-len("-config"))]]; ok && c.Data["app.conf"] != w.Spec.Config["app.conf"] {
-				problems = append(problems, fmt.Sprintf("ConfigMap %s/%s holds %q, its WebApp %q", ns, c.Name, c.Data["app.conf"], w.Spec.Config["app.conf"]))
+		problems = append(problems, children...)
+	}
+	directory, err := checkDirectory(ctx, t, kube, opNS, namespaces, want)
+	if err != nil {
+		return nil, err
+	}
+	return append(problems, directory...), nil
+}
+
+// checkChildren lists what is not as it must be of the children in ns:
+// each controlled by its WebApp of live (or of a deleted one), matching
+// its spec, and each live WebApp with exactly its children.
+func checkChildren(ctx context.Context, t *testing.T, kube kubernetes.Interface, ns string, live map[string]*handrollv1.WebApp, deleted map[string]bool) ([]string, error) {
+	t.Helper()
+	var problems []string
+	selector := webapp.LabelManagedBy + "=" + webapp.ManagedBy
+	deps, err := kube.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return nil, err
+	}
+	svcs, err := kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return nil, err
+	}
+	cms, err := kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return nil, err
+	}
+	owned := map[string]int{} // kind/owner → children
+	checkOwner := func(kind, name string, refs []metav1.OwnerReference) {
+		var ctl *metav1.OwnerReference
+		for i := range refs {
+			if ptr.Deref(refs[i].Controller, false) {
+				ctl = &refs[i]
 			}
 		}
-		for name, w := range live {
-			for _, kind := range []string{"Deployment", "Service"} {
-				if n := owned[kind+"/"+name]; n != 1 {
-					problems = append(problems, fmt.Sprintf("%s/%s has %d %ss", ns, name, n, kind))
-				}
+		if ctl == nil {
+			problems = append(problems, fmt.Sprintf("%s %s/%s has no controller", kind, ns, name))
+			return
+		}
+		if w, ok := live[ctl.Name]; ok {
+			if w.UID != ctl.UID {
+				problems = append(problems, fmt.Sprintf("%s %s/%s is controlled by another %s", kind, ns, name, ctl.Name))
 			}
-			wantCM := 0
-			if len(w.Spec.Config) > 0 {
-				wantCM = 1
-			}
-			if n := owned["ConfigMap/"+name]; n != wantCM {
-				problems = append(problems, fmt.Sprintf("%s/%s has %d ConfigMaps, want %d", ns, name, n, wantCM))
-			}
+			owned[kind+"/"+ctl.Name]++
+		} else if !deleted[ns+"/"+ctl.Name] {
+			problems = append(problems, fmt.Sprintf("%s %s/%s is controlled by %s, which never existed", kind, ns, name, ctl.Name))
+		}
+		// A child of a deleted WebApp is the garbage collector's (not
+		// running here): its controller reference is what it needs.
+	}
+	for _, d := range deps.Items {
+		checkOwner("Deployment", d.Name, d.OwnerReferences)
+		if w, ok := live[d.Name]; ok && ptr.Deref(d.Spec.Replicas, -1) != ptr.Deref(w.Spec.Replicas, 1) {
+			problems = append(problems, fmt.Sprintf("Deployment %s/%s has %d replicas, its WebApp %d", ns, d.Name, ptr.Deref(d.Spec.Replicas, -1), ptr.Deref(w.Spec.Replicas, 1)))
 		}
 	}
+	for _, s := range svcs.Items {
+		checkOwner("Service", s.Name, s.OwnerReferences)
+	}
+	for _, c := range cms.Items {
+		checkOwner("ConfigMap", c.Name, c.OwnerReferences)
+		if w, ok := live[c.Name[:max(0, len(c.Name)-len("-config"))]]; ok && c.Data["app.conf"] != w.Spec.Config["app.conf"] {
+			problems = append(problems, fmt.Sprintf("ConfigMap %s/%s holds %q, its WebApp %q", ns, c.Name, c.Data["app.conf"], w.Spec.Config["app.conf"]))
+		}
+	}
+	for name, w := range live {
+		for _, kind := range []string{"Deployment", "Service"} {
+			if n := owned[kind+"/"+name]; n != 1 {
+				problems = append(problems, fmt.Sprintf("%s/%s has %d %ss", ns, name, n, kind))
+			}
+		}
+		wantCM := 0
+		if len(w.Spec.Config) > 0 {
+			wantCM = 1
+		}
+		if n := owned["ConfigMap/"+name]; n != wantCM {
+			problems = append(problems, fmt.Sprintf("%s/%s has %d ConfigMaps, want %d", ns, name, n, wantCM))
+		}
+	}
+	return problems, nil
+}
+
+// checkDirectory lists what is not as it must be of the directory in opNS:
+// it holds exactly want among the keys of namespaces.
+func checkDirectory(ctx context.Context, t *testing.T, kube kubernetes.Interface, opNS string, namespaces []string, want map[string]string) ([]string, error) {
+	t.Helper()
+	var problems []string
 	dir, err := kube.CoreV1().ConfigMaps(opNS).Get(ctx, webapp.DirectoryName, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/handroll/handroll/pkg/generated/clientset/versioned"
 	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/operator"
 )
@@ -41,14 +42,7 @@ func outage(t *testing.T, component string) {
 	createWebApps(t, ns, "o", n)
 
 	// Mid-run: some converged, most not.
-	var before int
-	if err := budget.Poll(ctx, 50*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		c, err := convergedIn(ctx, t, ns)
-		before = c
-		return c >= 10, err
-	}); err != nil {
-		t.Fatalf("nothing converged before the outage: %v", err)
-	}
+	before := awaitSomeConverged(ctx, t, ns)
 
 	requestsBefore := op.Requests(t)
 	// SIGKILL, as a crashed or powered-off node would go: a graceful
@@ -65,10 +59,50 @@ func outage(t *testing.T, component string) {
 	})
 	t.Logf("%s stopped with %d of %d WebApps converged", component, before, n)
 
-	// /readyz/api-server reports the outage, and /readyz?verbose lists it;
-	// /readyz itself passes: the replica still serves its webhooks from a
-	// synced cache, and an API server outage, the same for every replica,
-	// must not empty the webhook Service.
+	checkReadyzDuringOutage(ctx, t, op, down)
+
+	time.Sleep(time.Until(down.Add(outageHold)))
+	held := checkBackedOff(t, op, requestsBefore, down)
+
+	if err := env.StartComponent(ctx, component); err != nil {
+		t.Fatal(err)
+	}
+	back := time.Now()
+	resumed := awaitRecovery(ctx, t, ns, n, back)
+	recovered := time.Since(back)
+	op.WaitReady(t, time.Minute)
+
+	checkCreatedAfterOutage(ctx, t, hc, ns)
+	if _, exited := op.ExitedAt(); exited {
+		t.Fatal("handroll exited")
+	}
+	t.Logf("%s outage of %s: reconciles resumed %s after it was back, all %d WebApps converged after %s, a WebApp created then after %s; no restart (pid %d throughout)",
+		component, held.Round(time.Second), resumed.Round(100*time.Millisecond), n, recovered.Round(100*time.Millisecond),
+		time.Since(back).Round(100*time.Millisecond), op.PID())
+}
+
+// awaitSomeConverged waits until at least 10 WebApps in ns have converged,
+// and returns how many had.
+func awaitSomeConverged(ctx context.Context, t *testing.T, ns string) int {
+	t.Helper()
+	var before int
+	if err := budget.Poll(ctx, 50*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		c, err := convergedIn(ctx, t, ns)
+		before = c
+		return c >= 10, err
+	}); err != nil {
+		t.Fatalf("nothing converged before the outage: %v", err)
+	}
+	return before
+}
+
+// checkReadyzDuringOutage checks that /readyz/api-server reports the outage
+// that began at down, and /readyz?verbose lists it; /readyz itself passes:
+// the replica still serves its webhooks from a synced cache, and an API
+// server outage, the same for every replica, must not empty the webhook
+// Service.
+func checkReadyzDuringOutage(ctx context.Context, t *testing.T, op *operator.Operator, down time.Time) {
+	t.Helper()
 	var reported time.Duration
 	var body string
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, outageHold, true, func(context.Context) (bool, error) {
@@ -85,8 +119,13 @@ func outage(t *testing.T, component string) {
 		t.Fatalf("/readyz/api-server did not report the outage within %s, or /readyz failed: %v; /readyz said:\n%s", outageHold, err, body)
 	}
 	t.Logf("/readyz/api-server reported the outage %s after the stop; /readyz?verbose:\n%s", reported.Round(time.Millisecond), body)
+}
 
-	time.Sleep(time.Until(down.Add(outageHold)))
+// checkBackedOff checks, at the end of the outage that began at down, that
+// handroll still runs and backed off rather than storm: its requests since
+// requestsBefore are counted. It returns how long the outage held.
+func checkBackedOff(t *testing.T, op *operator.Operator, requestsBefore map[string]float64, down time.Time) time.Duration {
+	t.Helper()
 	if _, exited := op.ExitedAt(); exited {
 		t.Fatalf("handroll exited during the outage:\n%s", op.Log())
 	}
@@ -109,13 +148,15 @@ func outage(t *testing.T, component string) {
 	if perSecond := requestsDuring / held.Seconds(); perSecond > 5 {
 		t.Errorf("%.1f requests per second during the outage: a request storm, not backoff", perSecond)
 	}
+	return held
+}
 
-	if err := env.StartComponent(ctx, component); err != nil {
-		t.Fatal(err)
-	}
-	back := time.Now()
-	// Reconciles resumed when a WebApp converges that had not when the
-	// API server first answered the test again.
+// awaitRecovery waits until all n WebApps in ns have converged after the
+// component came back at back, and returns when reconciles resumed: when a
+// WebApp converges that had not when the API server first answered the
+// test again.
+func awaitRecovery(ctx context.Context, t *testing.T, ns string, n int, back time.Time) time.Duration {
+	t.Helper()
 	var resumed time.Duration
 	atStop := -1
 	if err := budget.Poll(ctx, 100*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -132,12 +173,15 @@ func outage(t *testing.T, component string) {
 	}); err != nil {
 		t.Fatalf("after the outage the WebApps did not converge: %v", err)
 	}
-	recovered := time.Since(back)
-	op.WaitReady(t, time.Minute)
+	return resumed
+}
 
-	// Its watches work again: a WebApp created now converges too. The
-	// informers come back on client-go's reflector backoff, which an outage
-	// has grown to 30 s with up to as much again of jitter.
+// checkCreatedAfterOutage checks that the watches work again: a WebApp
+// created now converges too. The informers come back on client-go's
+// reflector backoff, which an outage has grown to 30 s with up to as much
+// again of jitter.
+func checkCreatedAfterOutage(ctx context.Context, t *testing.T, hc versioned.Interface, ns string) {
+	t.Helper()
 	createWebApps(t, ns, "after", 1)
 	if err := budget.Poll(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		w, err := hc.HandrollV1().WebApps(ns).Get(ctx, "after000", metav1.GetOptions{})
@@ -145,12 +189,6 @@ func outage(t *testing.T, component string) {
 	}); err != nil {
 		t.Fatalf("a WebApp created after the outage was not reconciled: %v", err)
 	}
-	if _, exited := op.ExitedAt(); exited {
-		t.Fatal("handroll exited")
-	}
-	t.Logf("%s outage of %s: reconciles resumed %s after it was back, all %d WebApps converged after %s, a WebApp created then after %s; no restart (pid %d throughout)",
-		component, held.Round(time.Second), resumed.Round(100*time.Millisecond), n, recovered.Round(100*time.Millisecond),
-		time.Since(back).Round(100*time.Millisecond), op.PID())
 }
 
 // convergedIn counts the WebApps in ns whose status has caught up with

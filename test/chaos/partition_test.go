@@ -13,6 +13,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/handroll/handroll/pkg/controller"
@@ -58,45 +59,12 @@ func TestPartitionsNeverOverlap(t *testing.T) {
 	})
 	defer stopUsers()
 
-	// The Lease as the API server holds it, watched directly (not through
-	// any proxy): the last renewal the API server accepted from each holder.
-	var (
-		leaseMu    sync.Mutex
-		lastRenew  = map[string]time.Time{}
-		holderNow  string
-		leaseWatch = make(chan struct{})
-	)
-	go func() {
-		for {
-			select {
-			case <-leaseWatch:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-			l, err := kube.CoordinationV1().Leases(opNS).Get(ctx, leader.DefaultLeaseName, metav1.GetOptions{})
-			if err != nil || l.Spec.HolderIdentity == nil || l.Spec.RenewTime == nil {
-				continue
-			}
-			leaseMu.Lock()
-			holderNow = *l.Spec.HolderIdentity
-			if r := l.Spec.RenewTime.Time; r.After(lastRenew[holderNow]) {
-				lastRenew[holderNow] = r
-			}
-			leaseMu.Unlock()
-		}
-	}()
-	defer close(leaseWatch)
+	lease, stopWatch := watchLease(ctx, kube, opNS)
+	defer stopWatch()
 
-	type replica struct {
-		slot, generation int
-		proxy            *operator.Proxy
-		op               *operator.Operator
-		journal          string
-		identity         string
-	}
-	var all []*replica // every process started, for the journals
-	launch := func(slot, generation int, p *operator.Proxy) *replica {
-		r := &replica{slot: slot, generation: generation, proxy: p,
+	var all []*partitionReplica // every process started, for the journals
+	launch := func(slot, generation int, p *operator.Proxy) *partitionReplica {
+		r := &partitionReplica{slot: slot, generation: generation, proxy: p,
 			journal: filepath.Join(journals, fmt.Sprintf("replica-%d-%d.jsonl", slot, generation))}
 		r.op = operator.Launch(t, proxiedKubeconfig(t, p), "--operator-namespace="+opNS, "--namespaces="+ns,
 			"--leader-elect-resource-namespace="+opNS,
@@ -108,39 +76,13 @@ func TestPartitionsNeverOverlap(t *testing.T) {
 		return r
 	}
 	target := strings.TrimPrefix(env.Server, "https://")
-	replicas := make([]*replica, 3)
+	replicas := make([]*partitionReplica, 3)
 	for slot := range replicas {
 		replicas[slot] = launch(slot, 0, operator.NewProxy(t, target))
 	}
-	identityOf := func(r *replica) string {
-		if r.identity == "" {
-			if entries, err := operator.ReadJournal(r.journal); err == nil && len(entries) > 0 {
-				r.identity = entries[0].Replica
-			}
-		}
-		return r.identity
-	}
 
 	for i := range partitions {
-		// The leader, once it is reconciling.
-		var led *replica
-		if err := budget.Poll(ctx, 50*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
-			leaseMu.Lock()
-			holder := holderNow
-			leaseMu.Unlock()
-			for _, r := range replicas {
-				if id := identityOf(r); id != "" && id == holder {
-					entries, _ := operator.ReadJournal(r.journal)
-					if len(entries) > 1 {
-						led = r
-						return true, nil
-					}
-				}
-			}
-			return false, nil
-		}); err != nil {
-			t.Fatalf("partition %d: no replica leads and reconciles: %v", i+1, err)
-		}
+		led := awaitLeader(ctx, t, i, lease, replicas)
 
 		how := operator.LinkBlackhole
 		if i%2 == 1 {
@@ -148,33 +90,9 @@ func TestPartitionsNeverOverlap(t *testing.T) {
 		}
 		cut := time.Now()
 		led.proxy.Cut(how)
-		select {
-		case <-led.op.Exited():
-		case <-time.After(budget.Scale(time.Minute)):
-			t.Fatalf("partition %d: the cut leader (slot %d) did not exit within %s", i+1, led.slot, budget.Scale(time.Minute))
-		}
-		exited, _ := led.op.ExitedAt()
-		if !strings.Contains(led.op.Log(), "Lost the leader lease") {
-			t.Errorf("partition %d: the cut leader exited without saying it lost its lease", i+1)
-		}
-		leaseMu.Lock()
-		renewed := lastRenew[led.identity]
-		leaseMu.Unlock()
-		if expires := renewed.Add(partitionLease); !exited.Before(expires) {
-			t.Errorf("partition %d: the cut leader exited at %s, after its lease could expire (%s)",
-				i+1, exited.Format(time.StampMicro), expires.Format(time.StampMicro))
-		}
+		exited, renewed := checkCutLeaderExits(t, i, led, lease)
 
-		// A standby takes over.
-		var next string
-		if err := budget.Poll(ctx, 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-			leaseMu.Lock()
-			defer leaseMu.Unlock()
-			next = holderNow
-			return next != "" && next != led.identity, nil
-		}); err != nil {
-			t.Fatalf("partition %d: no standby took over: %v", i+1, err)
-		}
+		next := awaitTakeover(ctx, t, i, lease, led)
 		t.Logf("partition %d (%s): the leader exited %s after the cut, %s before its lease could expire; %s leads",
 			i+1, how, exited.Sub(cut).Round(time.Millisecond), renewed.Add(partitionLease).Sub(exited).Round(time.Millisecond), next)
 
@@ -183,6 +101,143 @@ func TestPartitionsNeverOverlap(t *testing.T) {
 	}
 
 	stopUsers()
+	awaitExactAfterPartitions(ctx, t, ns, opNS)
+	stopLeaderLast(t, replicas, lease.holder())
+	checkNoOverlaps(t, all, partitions)
+}
+
+// partitionReplica is one process of TestPartitionsNeverOverlap: the
+// generation-th to run in slot, reaching the API server through proxy.
+type partitionReplica struct {
+	slot, generation int
+	proxy            *operator.Proxy
+	op               *operator.Operator
+	journal          string
+	identity         string
+}
+
+// id is the replica's identity, as its journal's first entry names it;
+// empty until it has one.
+func (r *partitionReplica) id() string {
+	if r.identity == "" {
+		if entries, err := operator.ReadJournal(r.journal); err == nil && len(entries) > 0 {
+			r.identity = entries[0].Replica
+		}
+	}
+	return r.identity
+}
+
+// leaseView is the Lease as the API server holds it, watched directly (not
+// through any proxy): its holder, and the last renewal the API server
+// accepted from each holder.
+type leaseView struct {
+	mu        sync.Mutex
+	lastRenew map[string]time.Time
+	holderNow string
+}
+
+// watchLease reads opNS's leader Lease every 50 ms until stop is called.
+func watchLease(ctx context.Context, kube kubernetes.Interface, opNS string) (lease *leaseView, stop func()) {
+	v := &leaseView{lastRenew: map[string]time.Time{}}
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			l, err := kube.CoordinationV1().Leases(opNS).Get(ctx, leader.DefaultLeaseName, metav1.GetOptions{})
+			if err != nil || l.Spec.HolderIdentity == nil || l.Spec.RenewTime == nil {
+				continue
+			}
+			v.mu.Lock()
+			v.holderNow = *l.Spec.HolderIdentity
+			if r := l.Spec.RenewTime.Time; r.After(v.lastRenew[v.holderNow]) {
+				v.lastRenew[v.holderNow] = r
+			}
+			v.mu.Unlock()
+		}
+	}()
+	return v, func() { close(done) }
+}
+
+// holder is the Lease's holder as last seen.
+func (v *leaseView) holder() string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.holderNow
+}
+
+// renewedBy is the last renewal the API server accepted from identity.
+func (v *leaseView) renewedBy(identity string) time.Time {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.lastRenew[identity]
+}
+
+// awaitLeader returns, before partition i, the replica that holds the
+// Lease, once it is reconciling.
+func awaitLeader(ctx context.Context, t *testing.T, i int, lease *leaseView, replicas []*partitionReplica) *partitionReplica {
+	t.Helper()
+	var led *partitionReplica
+	if err := budget.Poll(ctx, 50*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+		holder := lease.holder()
+		for _, r := range replicas {
+			if id := r.id(); id != "" && id == holder {
+				entries, _ := operator.ReadJournal(r.journal)
+				if len(entries) > 1 {
+					led = r
+					return true, nil
+				}
+			}
+		}
+		return false, nil
+	}); err != nil {
+		t.Fatalf("partition %d: no replica leads and reconciles: %v", i+1, err)
+	}
+	return led
+}
+
+// checkCutLeaderExits checks that the leader cut off in partition i exits,
+// saying it lost its lease, before its lease could expire. It returns when
+// it exited and its last renewal.
+func checkCutLeaderExits(t *testing.T, i int, led *partitionReplica, lease *leaseView) (exited, renewed time.Time) {
+	t.Helper()
+	select {
+	case <-led.op.Exited():
+	case <-time.After(budget.Scale(time.Minute)):
+		t.Fatalf("partition %d: the cut leader (slot %d) did not exit within %s", i+1, led.slot, budget.Scale(time.Minute))
+	}
+	exited, _ = led.op.ExitedAt()
+	if !strings.Contains(led.op.Log(), "Lost the leader lease") {
+		t.Errorf("partition %d: the cut leader exited without saying it lost its lease", i+1)
+	}
+	renewed = lease.renewedBy(led.identity)
+	if expires := renewed.Add(partitionLease); !exited.Before(expires) {
+		t.Errorf("partition %d: the cut leader exited at %s, after its lease could expire (%s)",
+			i+1, exited.Format(time.StampMicro), expires.Format(time.StampMicro))
+	}
+	return exited, renewed
+}
+
+// awaitTakeover returns the standby that took the Lease over from the
+// leader cut off in partition i.
+func awaitTakeover(ctx context.Context, t *testing.T, i int, lease *leaseView, led *partitionReplica) string {
+	t.Helper()
+	var next string
+	if err := budget.Poll(ctx, 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		next = lease.holder()
+		return next != "" && next != led.identity, nil
+	}); err != nil {
+		t.Fatalf("partition %d: no standby took over: %v", i+1, err)
+	}
+	return next
+}
+
+// awaitExactAfterPartitions waits until check finds nothing amiss in ns.
+func awaitExactAfterPartitions(ctx context.Context, t *testing.T, ns, opNS string) {
+	t.Helper()
 	if err := budget.Poll(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		problems, err := check(ctx, t, []string{ns}, opNS, map[string]bool{})
 		if err != nil {
@@ -193,19 +248,24 @@ func TestPartitionsNeverOverlap(t *testing.T) {
 		problems, _ := check(ctx, t, []string{ns}, opNS, map[string]bool{})
 		t.Fatalf("after the partitions the world is not exact: %v; %v", err, problems[:min(len(problems), 20)])
 	}
-	// Standbys first, then the leader, so that no replica takes over at
-	// the end only to be stopped.
-	leaseMu.Lock()
-	holder := holderNow
-	leaseMu.Unlock()
-	sort.SliceStable(replicas, func(a, b int) bool { return identityOf(replicas[b]) == holder })
+}
+
+// stopLeaderLast stops the standbys first, then the leader (holder), so
+// that no replica takes over at the end only to be stopped.
+func stopLeaderLast(t *testing.T, replicas []*partitionReplica, holder string) {
+	t.Helper()
+	sort.SliceStable(replicas, func(a, b int) bool { return replicas[b].id() == holder })
 	for _, r := range replicas {
 		if err := r.op.Stop(t, syscall.SIGTERM, 30*time.Second); err != nil {
 			t.Errorf("slot %d: a graceful stop ended with %v", r.slot, err)
 		}
 	}
+}
 
-	// The proof: no two replicas' reconciles overlap.
+// checkNoOverlaps is the proof: no two replicas' reconciles, from every
+// process's journal, overlap, and every partition handed over to another.
+func checkNoOverlaps(t *testing.T, all []*partitionReplica, partitions int) {
+	t.Helper()
 	var intervals []operator.ReconcileInterval
 	for _, r := range all {
 		entries, err := operator.ReadJournal(r.journal)

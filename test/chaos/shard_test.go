@@ -52,16 +52,10 @@ func TestShardedReplicas(t *testing.T) {
 	})
 	defer stopUsers()
 
-	type replica struct {
-		name    string
-		proxy   *operator.Proxy
-		op      *operator.Operator
-		journal string
-	}
-	var all []*replica
+	var all []*shardReplica
 	target := strings.TrimPrefix(env.Server, "https://")
-	launch := func(name string) *replica {
-		r := &replica{name: name, proxy: operator.NewProxy(t, target), journal: filepath.Join(journals, name+".jsonl")}
+	launch := func(name string) *shardReplica {
+		r := &shardReplica{name: name, proxy: operator.NewProxy(t, target), journal: filepath.Join(journals, name+".jsonl")}
 		r.op = operator.Start(t, proxiedKubeconfig(t, r.proxy),
 			// Every namespace, not --namespaces: each range's caches are
 			// narrowed by the API server's shardSelector.
@@ -75,41 +69,10 @@ func TestShardedReplicas(t *testing.T) {
 		all = append(all, r)
 		return r
 	}
-	held := func(r *replica) int {
-		select {
-		case <-r.op.Exited():
-			return -1
-		default:
-		}
-		f := r.op.Metrics(t)["handroll_shard_ranges_held"]
-		if f == nil || len(f.GetMetric()) == 0 {
-			return 0
-		}
-		return int(f.GetMetric()[0].GetGauge().GetValue())
-	}
-	// balanced waits until the live replicas hold every range, none more
-	// than ceil(shards / replicas), and returns how long that took.
-	balanced := func(what string, live ...*replica) time.Duration {
+	// balanced waits until the live replicas hold every range, evenly.
+	balanced := func(what string, live ...*shardReplica) {
 		t.Helper()
-		began := time.Now()
-		limit := (shards + len(live) - 1) / len(live)
-		var state []string
-		if err := budget.Poll(ctx, 100*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
-			state = state[:0]
-			total, ok := 0, true
-			for _, r := range live {
-				h := held(r)
-				state = append(state, fmt.Sprintf("%s %d", r.name, h))
-				total += h
-				ok = ok && h >= 1 && h <= limit
-			}
-			return ok && total == shards, nil
-		}); err != nil {
-			t.Fatalf("%s: not balanced: %s", what, strings.Join(state, ", "))
-		}
-		d := time.Since(began)
-		t.Logf("%s: balanced in %s (%s)", what, d.Round(time.Millisecond), strings.Join(state, ", "))
-		return d
+		awaitBalanced(ctx, t, shards, what, live...)
 	}
 
 	a := launch("a")
@@ -129,8 +92,71 @@ func TestShardedReplicas(t *testing.T) {
 	b2 := launch("b2")
 	balanced("3 replicas (b2 joined)", a, c2, b2)
 
-	// a is cut off from the API server: it cannot renew its ranges, and must
-	// exit before a standby could take them over.
+	checkPartitionedReplicaExits(t, a)
+	balanced("2 replicas (a partitioned)", c2, b2)
+	a.proxy.Restore()
+	a2 := launch("a2")
+	balanced("3 replicas (a2 joined)", c2, b2, a2)
+
+	stopUsers()
+	awaitShardedExact(ctx, t, nss, opNS)
+	checkNoWebAppOverlaps(t, all, nss)
+}
+
+// shardReplica is one process of TestShardedReplicas, reaching the API
+// server through proxy.
+type shardReplica struct {
+	name    string
+	proxy   *operator.Proxy
+	op      *operator.Operator
+	journal string
+}
+
+// rangesHeld is how many ranges r holds: -1 once it has exited.
+func rangesHeld(t *testing.T, r *shardReplica) int {
+	t.Helper()
+	select {
+	case <-r.op.Exited():
+		return -1
+	default:
+	}
+	f := r.op.Metrics(t)["handroll_shard_ranges_held"]
+	if f == nil || len(f.GetMetric()) == 0 {
+		return 0
+	}
+	return int(f.GetMetric()[0].GetGauge().GetValue())
+}
+
+// awaitBalanced waits until the live replicas hold every one of the shards
+// ranges, none more than ceil(shards / replicas), and returns how long
+// that took.
+func awaitBalanced(ctx context.Context, t *testing.T, shards int, what string, live ...*shardReplica) time.Duration {
+	t.Helper()
+	began := time.Now()
+	limit := (shards + len(live) - 1) / len(live)
+	var state []string
+	if err := budget.Poll(ctx, 100*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+		state = state[:0]
+		total, ok := 0, true
+		for _, r := range live {
+			h := rangesHeld(t, r)
+			state = append(state, fmt.Sprintf("%s %d", r.name, h))
+			total += h
+			ok = ok && h >= 1 && h <= limit
+		}
+		return ok && total == shards, nil
+	}); err != nil {
+		t.Fatalf("%s: not balanced: %s", what, strings.Join(state, ", "))
+	}
+	d := time.Since(began)
+	t.Logf("%s: balanced in %s (%s)", what, d.Round(time.Millisecond), strings.Join(state, ", "))
+	return d
+}
+
+// checkPartitionedReplicaExits cuts a off from the API server: it cannot
+// renew its ranges, and must exit before a standby could take them over.
+func checkPartitionedReplicaExits(t *testing.T, a *shardReplica) {
+	t.Helper()
 	cut := time.Now()
 	a.proxy.Cut(operator.LinkBlackhole)
 	select {
@@ -143,12 +169,11 @@ func TestShardedReplicas(t *testing.T) {
 		t.Errorf("the partitioned replica exited %s after the cut, not before its Leases could expire (%s)", d, partitionLease)
 	}
 	t.Logf("the partitioned replica exited %s after the cut", exited.Sub(cut).Round(time.Millisecond))
-	balanced("2 replicas (a partitioned)", c2, b2)
-	a.proxy.Restore()
-	a2 := launch("a2")
-	balanced("3 replicas (a2 joined)", c2, b2, a2)
+}
 
-	stopUsers()
+// awaitShardedExact waits until check finds nothing amiss in nss.
+func awaitShardedExact(ctx context.Context, t *testing.T, nss []string, opNS string) {
+	t.Helper()
 	err := budget.Poll(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
 		problems, err := check(ctx, t, nss, opNS, map[string]bool{})
 		if err != nil {
@@ -163,9 +188,13 @@ func TestShardedReplicas(t *testing.T) {
 		problems, _ := check(ctx, t, nss, opNS, map[string]bool{})
 		t.Fatalf("the WebApps did not converge exactly: %v; %d problems: %v", err, len(problems), problems[:min(len(problems), 20)])
 	}
+}
 
-	// Per WebApp, no two processes' reconciles overlap. A process still
-	// running counts its open reconciles as running until now.
+// checkNoWebAppOverlaps checks, from every process's journal, that no two
+// processes' reconciles of one WebApp in nss overlap. A process still
+// running counts its open reconciles as running until now.
+func checkNoWebAppOverlaps(t *testing.T, all []*shardReplica, nss []string) {
+	t.Helper()
 	byKey := map[string][]operator.ReconcileInterval{}
 	var everything []controller.JournalEntry
 	processes, reconciles := 0, 0

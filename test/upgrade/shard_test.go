@@ -15,9 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
+	"github.com/handroll/handroll/pkg/generated/clientset/versioned"
 	"github.com/handroll/handroll/pkg/shard"
 	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/controlplane"
@@ -71,32 +73,8 @@ func shardedUpgradeRollsNoPods(t *testing.T, from *release.Release) {
 	readManifests(t, from.Dir).applyCRDs(ctx, t, ext, url, caBundle)
 	readManifests(t, from.Dir).applyWebhooks(ctx, t, kube, url, caBundle)
 	old := []*replica{start(oldBin), start(oldBin)}
-	names := map[string][]string{}
-	for i := range 12 {
-		ns := namespaces[i%2]
-		w := &handrollv1.WebApp{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("app-%02d", i)},
-			Spec: handrollv1.WebAppSpec{Image: image, Replicas: ptr.To[int32](1), Config: map[string]string{"n": fmt.Sprint(i)}}}
-		if _, err := hc.HandrollV1().WebApps(ns).Create(ctx, w, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		names[ns] = append(names[ns], w.Name)
-	}
-	for _, ns := range namespaces {
-		waitConverged(ctx, t, hc, kube, ns, names[ns])
-	}
-	deploymentsBefore, podsBefore := map[string]appsv1.Deployment{}, map[string]string{}
-	for _, ns := range namespaces {
-		list, err := kube.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range list.Items {
-			deploymentsBefore[ns+"/"+d.Name] = d
-		}
-		for k, v := range uids(ctx, t, dyn, pods, ns) {
-			podsBefore[ns+"/"+k] = v
-		}
-	}
+	names := createShardedWebApps(ctx, t, hc, kube, namespaces)
+	deploymentsBefore, podsBefore := snapshotWorkloads(ctx, t, kube, dyn, namespaces)
 
 	// The rollout: a new replica joins, an old one leaves, twice.
 	current := readManifests(t, root)
@@ -111,9 +89,75 @@ func shardedUpgradeRollsNoPods(t *testing.T, from *release.Release) {
 		}
 	}
 
-	// Every child labelled with its owner's bucket by the new replicas.
+	awaitBucketLabels(ctx, t, hc, kube, namespaces, names, next[0])
+	time.Sleep(settle)
+
+	checkDeploymentsUnchanged(ctx, t, kube, deploymentsBefore)
+	podsAfter := map[string]string{}
+	for _, ns := range namespaces {
+		for k, v := range uids(ctx, t, dyn, pods, ns) {
+			podsAfter[ns+"/"+k] = v
+		}
+		waitConverged(ctx, t, hc, kube, ns, names[ns])
+	}
+	if !equality.Semantic.DeepEqual(podsBefore, podsAfter) {
+		t.Errorf("pods replaced: before %v, after %v", podsBefore, podsAfter)
+	}
+	if both := oneWebAppAtOnce(t, namespaces, append(old, next...)); len(both) > 0 {
+		t.Errorf("two replicas reconciled one WebApp at overlapping times:\n%s", strings.Join(both, "\n"))
+	}
+	t.Logf("sharded upgrade from %s (%s): %d WebApps in %v, %d pods kept, every child labelled with its bucket",
+		from.Ref, from.Commit[:12], len(names[namespaces[0]])+len(names[namespaces[1]]), namespaces, len(podsAfter))
+}
+
+// createShardedWebApps creates 12 WebApps, alternately in the two
+// namespaces, waits until they have converged, and returns their names by
+// namespace.
+func createShardedWebApps(ctx context.Context, t *testing.T, hc versioned.Interface, kube kubernetes.Interface, namespaces []string) map[string][]string {
+	t.Helper()
+	names := map[string][]string{}
+	for i := range 12 {
+		ns := namespaces[i%2]
+		w := &handrollv1.WebApp{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("app-%02d", i)},
+			Spec: handrollv1.WebAppSpec{Image: image, Replicas: ptr.To[int32](1), Config: map[string]string{"n": fmt.Sprint(i)}}}
+		if _, err := hc.HandrollV1().WebApps(ns).Create(ctx, w, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		names[ns] = append(names[ns], w.Name)
+	}
+	for _, ns := range namespaces {
+		waitConverged(ctx, t, hc, kube, ns, names[ns])
+	}
+	return names
+}
+
+// snapshotWorkloads returns the Deployments and the pods' UIDs in
+// namespaces, each by namespace/name, as they are before the upgrade.
+func snapshotWorkloads(ctx context.Context, t *testing.T, kube kubernetes.Interface, dyn dynamic.Interface, namespaces []string) (map[string]appsv1.Deployment, map[string]string) {
+	t.Helper()
+	deploymentsBefore, podsBefore := map[string]appsv1.Deployment{}, map[string]string{}
+	for _, ns := range namespaces {
+		list, err := kube.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range list.Items {
+			deploymentsBefore[ns+"/"+d.Name] = d
+		}
+		for k, v := range uids(ctx, t, dyn, pods, ns) {
+			podsBefore[ns+"/"+k] = v
+		}
+	}
+	return deploymentsBefore, podsBefore
+}
+
+// awaitBucketLabels waits until every child of the WebApps names is
+// labelled with its owner's bucket by the new replicas; on failure it
+// shows the log of one of them, labeller.
+func awaitBucketLabels(ctx context.Context, t *testing.T, hc versioned.Interface, kube kubernetes.Interface, namespaces []string, names map[string][]string, labeller *replica) {
+	t.Helper()
 	var why string
-	err = budget.Poll(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := budget.Poll(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		why = ""
 		for _, ns := range namespaces {
 			for _, name := range names[ns] {
@@ -145,10 +189,14 @@ func shardedUpgradeRollsNoPods(t *testing.T, from *release.Release) {
 		return true, nil
 	})
 	if err != nil {
-		t.Fatalf("the children were not labelled with their owner's bucket: %v; %s\n%s", err, why, next[0].op.Log())
+		t.Fatalf("the children were not labelled with their owner's bucket: %v; %s\n%s", err, why, labeller.op.Log())
 	}
-	time.Sleep(settle)
+}
 
+// checkDeploymentsUnchanged fails t for every Deployment of
+// deploymentsBefore whose generation or pod template has changed since.
+func checkDeploymentsUnchanged(ctx context.Context, t *testing.T, kube kubernetes.Interface, deploymentsBefore map[string]appsv1.Deployment) {
+	t.Helper()
 	for key, before := range deploymentsBefore {
 		ns, name, _ := strings.Cut(key, "/")
 		after, err := kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
@@ -160,21 +208,6 @@ func shardedUpgradeRollsNoPods(t *testing.T, from *release.Release) {
 				key, before.Generation, after.Generation, cmp.Diff(before.Spec.Template, after.Spec.Template))
 		}
 	}
-	podsAfter := map[string]string{}
-	for _, ns := range namespaces {
-		for k, v := range uids(ctx, t, dyn, pods, ns) {
-			podsAfter[ns+"/"+k] = v
-		}
-		waitConverged(ctx, t, hc, kube, ns, names[ns])
-	}
-	if !equality.Semantic.DeepEqual(podsBefore, podsAfter) {
-		t.Errorf("pods replaced: before %v, after %v", podsBefore, podsAfter)
-	}
-	if both := oneWebAppAtOnce(t, namespaces, append(old, next...)); len(both) > 0 {
-		t.Errorf("two replicas reconciled one WebApp at overlapping times:\n%s", strings.Join(both, "\n"))
-	}
-	t.Logf("sharded upgrade from %s (%s): %d WebApps in %v, %d pods kept, every child labelled with its bucket",
-		from.Ref, from.Commit[:12], len(names[namespaces[0]])+len(names[namespaces[1]]), namespaces, len(podsAfter))
 }
 
 // oneWebAppAtOnce returns the reconciles of a WebApp in namespaces by two

@@ -18,7 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 
+	"github.com/handroll/handroll/pkg/generated/clientset/versioned"
 	"github.com/handroll/handroll/test/budget"
 	"github.com/handroll/handroll/test/controlplane"
 	"github.com/handroll/handroll/test/release"
@@ -98,23 +100,14 @@ func upgradeRollsNoPods(t *testing.T, from *release.Release, fixedNodePort int32
 	waitQuiet(ctx, t, dyn, ns)
 
 	// From here every write to the measured objects is counted.
-	recs := []*recorder{
-		record(ctx, t, dyn, webapps, ns), record(ctx, t, dyn, deployments, ns),
-		record(ctx, t, dyn, services, ns), record(ctx, t, dyn, configmaps, ns),
-		record(ctx, t, dyn, replicasets, ns),
-	}
-	directory := record(ctx, t, dyn, configmaps, opNS)
-	podsBefore := uids(ctx, t, dyn, pods, ns)
+	m := recordMeasured(ctx, t, dyn, ns, opNS)
 
 	wctx, stopWriter := context.WithCancel(ctx)
 	defer stopWriter()
 	w := &release.Writer{Client: hc, NS: writtenNS, Names: written}
 	writing := make(chan struct{})
 	go func() { defer close(writing); w.Run(wctx, 40*time.Millisecond) }()
-	time.Sleep(2 * time.Second)
-	if n, _, refused := w.Figures(); n == 0 || len(refused) > 0 {
-		t.Fatalf("with the release alone, the writer's writes: %d accepted, refused: %v", n, refused)
-	}
+	checkWriterWithRelease(t, w)
 
 	// The upgrade: the CRD and the webhook configurations first, then the
 	// new process, a standby of the same Lease, which joins the Service once
@@ -125,31 +118,11 @@ func upgradeRollsNoPods(t *testing.T, from *release.Release, fixedNodePort int32
 	current.applyCRDs(ctx, t, ext, url, caBundle)
 	current.applyWebhooks(ctx, t, kube, url, caBundle)
 	next := start(newBin)
-	time.Sleep(overlap)
-	svc.remove(old.addr)
-	stopped := time.Now()
-	if err := old.op.Stop(t, syscall.SIGTERM, 45*time.Second); err != nil {
-		t.Errorf("the release did not stop cleanly on SIGTERM: %v", err)
-	}
-	exited, _ := old.op.ExitedAt()
-	var keys []string
-	for _, n := range names {
-		keys = append(keys, ns+"/"+n)
-	}
-	for _, n := range written {
-		keys = append(keys, writtenNS+"/"+n)
-	}
-	firstReconcile := next.waitReconciled(ctx, t, keys)
-	reconciled := time.Now()
+	r := replaceProcess(ctx, t, old, next, svc, reconcileKeys(ns, names, writtenNS, written))
 	writesDuring, _, _ := w.Figures()
 	writesDuring -= writesBefore
 	// A release that says why it rolls pods settles once the roll is over.
-	settled := reconciled
-	if why != "" {
-		waitConverged(ctx, t, hc, kube, ns, names)
-		waitQuiet(ctx, t, dyn, ns)
-		settled = time.Now()
-	}
+	settled := settleRoll(ctx, t, hc, kube, dyn, ns, names, why, r.reconciled)
 	time.Sleep(settle)
 	stopWriter()
 	<-writing
@@ -158,6 +131,109 @@ func upgradeRollsNoPods(t *testing.T, from *release.Release, fixedNodePort int32
 	if both := sideBySide(t, old, next); len(both) > 0 {
 		t.Errorf("the two processes reconciled side by side:\n%s", strings.Join(both, "\n"))
 	}
+	checkStoredVersions(ctx, t, ext)
+
+	// Refused writes: the webhooks must have been served throughout.
+	writes, conflicts, refused := w.Figures()
+	excused := checkRefused(t, from, refused, writes, r.stopped, r.exited)
+	k := checkKept(ctx, t, dyn, ns, why, m, settled)
+
+	conns, connRefused := svc.counts()
+	logUpgrade(t, upgradeReport{from: from, ns: ns, writtenNS: writtenNS, names: names, written: written,
+		podsBefore: len(m.podsBefore), podsKept: overlapping(m.podsBefore, uids(ctx, t, dyn, pods, ns)),
+		writesDuring: writesDuring, writes: writes, conflicts: conflicts, refused: len(refused), excused: excused,
+		oldConns: conns[old.addr], newConns: conns[next.addr], connRefused: connRefused,
+		kept: k, replacement: r, built: built, replaced: r.reconciled.Sub(upgradeBegan), whole: time.Since(began)})
+}
+
+// recorders are the recorders of every write to the measured namespace's
+// WebApps and children (webapps, deployments, services, configmaps,
+// replicasets, in that order) and to the directory, with the measured
+// pods' UIDs before the upgrade.
+type recorders struct {
+	recs       []*recorder
+	directory  *recorder
+	podsBefore map[string]string
+}
+
+// recordMeasured starts counting every write to the measured objects in
+// ns and to the directory in opNS.
+func recordMeasured(ctx context.Context, t *testing.T, dyn dynamic.Interface, ns, opNS string) recorders {
+	t.Helper()
+	recs := []*recorder{
+		record(ctx, t, dyn, webapps, ns), record(ctx, t, dyn, deployments, ns),
+		record(ctx, t, dyn, services, ns), record(ctx, t, dyn, configmaps, ns),
+		record(ctx, t, dyn, replicasets, ns),
+	}
+	directory := record(ctx, t, dyn, configmaps, opNS)
+	podsBefore := uids(ctx, t, dyn, pods, ns)
+	return recorders{recs: recs, directory: directory, podsBefore: podsBefore}
+}
+
+// checkWriterWithRelease gives the writer 2 s with the release alone, and
+// fails t unless it wrote and none of its writes was refused.
+func checkWriterWithRelease(t *testing.T, w *release.Writer) {
+	t.Helper()
+	time.Sleep(2 * time.Second)
+	if n, _, refused := w.Figures(); n == 0 || len(refused) > 0 {
+		t.Fatalf("with the release alone, the writer's writes: %d accepted, refused: %v", n, refused)
+	}
+}
+
+// reconcileKeys are the namespace/name keys of the measured and the
+// written WebApps.
+func reconcileKeys(ns string, names []string, writtenNS string, written []string) []string {
+	var keys []string
+	for _, n := range names {
+		keys = append(keys, ns+"/"+n)
+	}
+	for _, n := range written {
+		keys = append(keys, writtenNS+"/"+n)
+	}
+	return keys
+}
+
+// replacement is how the old process handed over to the new one.
+type replacement struct {
+	stopped, exited time.Time // the old one's SIGTERM, and its exit
+	firstReconcile  time.Time // when the new one's first reconcile began
+	reconciled      time.Time // when the new one had reconciled every WebApp
+}
+
+// replaceProcess lets old and next, its standby, serve the webhooks side
+// by side for overlap; then old leaves the Service and is stopped, and
+// next must reconcile every one of keys.
+func replaceProcess(ctx context.Context, t *testing.T, old, next *replica, svc *service, keys []string) replacement {
+	t.Helper()
+	time.Sleep(overlap)
+	svc.remove(old.addr)
+	stopped := time.Now()
+	if err := old.op.Stop(t, syscall.SIGTERM, 45*time.Second); err != nil {
+		t.Errorf("the release did not stop cleanly on SIGTERM: %v", err)
+	}
+	exited, _ := old.op.ExitedAt()
+	firstReconcile := next.waitReconciled(ctx, t, keys)
+	return replacement{stopped: stopped, exited: exited, firstReconcile: firstReconcile, reconciled: time.Now()}
+}
+
+// settleRoll returns when the measured WebApps names in ns settled after
+// the new process had reconciled every WebApp (at reconciled): then, unless
+// the release says why it rolls pods; if it does, once the roll is over.
+func settleRoll(ctx context.Context, t *testing.T, hc versioned.Interface, kube kubernetes.Interface, dyn dynamic.Interface, ns string, names []string, why string, reconciled time.Time) time.Time {
+	t.Helper()
+	settled := reconciled
+	if why != "" {
+		waitConverged(ctx, t, hc, kube, ns, names)
+		waitQuiet(ctx, t, dyn, ns)
+		settled = time.Now()
+	}
+	return settled
+}
+
+// checkStoredVersions fails t unless the CRD stores v1 alone after the
+// upgrade.
+func checkStoredVersions(ctx context.Context, t *testing.T, ext apiextensionsclient.Interface) {
+	t.Helper()
 	crd, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, "webapps.handroll.dev", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -165,19 +241,49 @@ func upgradeRollsNoPods(t *testing.T, from *release.Release, fixedNodePort int32
 	if got := crd.Status.StoredVersions; !equality.Semantic.DeepEqual(got, []string{"v1"}) {
 		t.Errorf("status.storedVersions %v after the upgrade, want [v1] (docs/upgrade.md)", got)
 	}
+}
 
-	// Refused writes: the webhooks must have been served throughout.
-	writes, conflicts, refused := w.Figures()
-	excused := checkRefused(t, from, refused, writes, stopped, exited)
+// kept is what checkKept counted, for the log.
+type kept struct {
+	childWrites, statusOnly []write
+	webappStatusWrites      map[string]int
+	rolled                  int
+	added                   []string
+}
+
+// checkKept checks that the upgrade kept the measured objects in ns: no
+// writes to their content, none after settled, no Deployment rolled, no
+// pod replaced, the WebApps' statuses kept. What a roll of pods changes
+// goes to childChange, which why may excuse.
+func checkKept(ctx context.Context, t *testing.T, dyn dynamic.Interface, ns, why string, m recorders, settled time.Time) kept {
+	t.Helper()
 	changed := childChange(t, why)
-	childWrites, statusOnly, webappStatusWrites := checkWrites(t, append(recs, directory), settled, changed)
-	rolled := checkDeployments(recs[1], changed)
-	if after := uids(ctx, t, dyn, pods, ns); !equality.Semantic.DeepEqual(podsBefore, after) {
-		changed("pods replaced: before %v, after %v", podsBefore, after)
+	childWrites, statusOnly, webappStatusWrites := checkWrites(t, append(m.recs, m.directory), settled, changed)
+	rolled := checkDeployments(m.recs[1], changed)
+	if after := uids(ctx, t, dyn, pods, ns); !equality.Semantic.DeepEqual(m.podsBefore, after) {
+		changed("pods replaced: before %v, after %v", m.podsBefore, after)
 	}
-	added := checkStatuses(t, recs[0], webappStatusWrites, changed)
+	added := checkStatuses(t, m.recs[0], webappStatusWrites, changed)
+	return kept{childWrites: childWrites, statusOnly: statusOnly, webappStatusWrites: webappStatusWrites, rolled: rolled, added: added}
+}
 
-	conns, connRefused := svc.counts()
+// upgradeReport is what the log of an upgrade from a release reports.
+type upgradeReport struct {
+	from                                              *release.Release
+	ns, writtenNS                                     string
+	names, written                                    []string
+	podsBefore, podsKept                              int
+	writesDuring, writes, conflicts, refused, excused int
+	oldConns, newConns, connRefused                   int
+	kept                                              kept
+	replacement                                       replacement
+	built, replaced, whole                            time.Duration
+}
+
+// logUpgrade logs an upgrade's figures.
+func logUpgrade(t *testing.T, u upgradeReport) {
+	t.Helper()
+	k, r := u.kept, u.replacement
 	t.Logf(`upgrade from %s (%s) to this tree:
   WebApps measured: %d (%d pods), in %s; written by the writer: %d, in %s
   writer: %d writes accepted during the replacement (CRD applied until the new process had reconciled every WebApp), %d in all, %d conflicts (read again for the next write), %d refused (%d of them excused by test/upgrade/supported)
@@ -187,15 +293,15 @@ func upgradeRollsNoPods(t *testing.T, from *release.Release, fixedNodePort int32
   WebApp status writes by the new process: %d of %d WebApps, conditions added: %v
   hand-over: the old process exited %s after SIGTERM; the new one reconciled first %s after that, every WebApp %s after it
   time: builds %s, replacement %s, whole test %s`,
-		from.Ref, from.Commit[:12],
-		len(names), len(podsBefore), ns, len(written), writtenNS,
-		writesDuring, writes, conflicts, len(refused), excused,
-		conns[old.addr], conns[next.addr], connRefused,
-		len(childWrites), rolled, len(podsBefore)-overlapping(podsBefore, uids(ctx, t, dyn, pods, ns)), len(podsBefore),
-		len(statusOnly),
-		len(webappStatusWrites), len(names), added,
-		exited.Sub(stopped).Round(time.Millisecond), firstReconcile.Sub(exited).Round(time.Millisecond), reconciled.Sub(exited).Round(time.Millisecond),
-		built.Round(time.Second), reconciled.Sub(upgradeBegan).Round(time.Millisecond), time.Since(began).Round(time.Second))
+		u.from.Ref, u.from.Commit[:12],
+		len(u.names), u.podsBefore, u.ns, len(u.written), u.writtenNS,
+		u.writesDuring, u.writes, u.conflicts, u.refused, u.excused,
+		u.oldConns, u.newConns, u.connRefused,
+		len(k.childWrites), k.rolled, u.podsBefore-u.podsKept, u.podsBefore,
+		len(k.statusOnly),
+		len(k.webappStatusWrites), len(u.names), k.added,
+		r.exited.Sub(r.stopped).Round(time.Millisecond), r.firstReconcile.Sub(r.exited).Round(time.Millisecond), r.reconciled.Sub(r.exited).Round(time.Millisecond),
+		u.built.Round(time.Second), u.replaced.Round(time.Millisecond), u.whole.Round(time.Second))
 }
 
 // checkWrites fails t for every object created or deleted, every write to
