@@ -175,3 +175,12 @@ func (o *onceWarnings) HandleWarningHeader(code int, agent, message string) {
 		klog.InfoS("API server warning", "warning", message)
 	}
 }
+
+// validateFirstStatusGrace refuses a negative --first-status-grace, which
+// would hold nothing and read as a mistake.
+func validateFirstStatusGrace(o options) error {
+	if o.firstStatusGrace < 0 {
+		return fmt.Errorf("--first-status-grace=%s: must be 0 (no wait) or positive", o.firstStatusGrace)
+	}
+	return nil
+}

@@ -266,3 +266,14 @@ func TestCompressionIsOffUnlessAsked(t *testing.T) {
 		}
 	}
 }
+
+// TestFirstStatusGraceIsRefusedWhenNegative: the flag is named in the
+// refusal; 0 and a positive grace start.
+func TestFirstStatusGraceIsRefusedWhenNegative(t *testing.T) {
+	for grace, refused := range map[time.Duration]bool{-time.Second: true, 0: false, 3 * time.Second: false} {
+		err := validateFirstStatusGrace(options{firstStatusGrace: grace})
+		if (err != nil) != refused || err != nil && !strings.Contains(err.Error(), "--first-status-grace") {
+			t.Errorf("--first-status-grace=%s: %v; want refused %v, naming the flag", grace, err, refused)
+		}
+	}
+}

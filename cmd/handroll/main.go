@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/handroll/handroll/pkg/certs"
+	"github.com/handroll/handroll/pkg/controller/webapp"
 	"github.com/handroll/handroll/pkg/leader"
 )
 
@@ -43,6 +44,7 @@ type options struct {
 	cacheSyncTimeout time.Duration
 	shutdownTimeout  time.Duration
 	syncPeriod       time.Duration
+	firstStatusGrace time.Duration
 	namespaces       []string
 
 	maxConcurrentReconciles int
@@ -83,6 +85,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.shutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long a graceful stop may take before the process exits anyway.")
 	fs.StringSliceVar(&o.namespaces, "namespaces", nil, "Namespaces to watch, comma-separated; empty watches all (cache.Options.DefaultNamespaces).")
 	fs.DurationVar(&o.syncPeriod, "sync-period", 10*time.Hour, "How often the informers resync every cached object (cache.Options.SyncPeriod); 0 disables resyncs.")
+	fs.DurationVar(&o.firstStatusGrace, "first-status-grace", webapp.DefaultFirstStatusGrace, "How long after its creation a new WebApp's first status may wait while it would only say the rollout is under way, so that a rollout done by then costs one status write; 0: written at once.")
 	fs.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", 4, "WebApps reconciled in parallel (controller.Options.MaxConcurrentReconciles).")
 	fs.IntVar(&o.shards, "shards", 0,
 		"Split the WebApps between the replicas: the hash space of their uids is cut into this many ranges (at most 256), each fenced by a Lease and reconciled by one live replica, which caches only its ranges' WebApps and children (labelled handroll.dev/shard-bucket) with the API server's ShardedListAndWatch feature gate (else everything, filtered on the client). 0: one leader reconciles every WebApp.")

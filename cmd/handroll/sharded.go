@@ -473,7 +473,7 @@ func (rc *replicaCaches) rangeInformers(caches *handrollcache.Caches) (webapp.In
 // caches, and rc's metadata when caches has none, and labels every child
 // with its owner's bucket.
 func (rc *replicaCaches) reconcilerOn(caches *handrollcache.Caches, p *process) *webapp.Reconciler {
-	r := newWebAppReconciler(caches, p.kube, p.handroll, p.recorder)
+	r := newWebAppReconciler(caches, p.kube, p.handroll, p.recorder, p.o.firstStatusGrace)
 	if caches != rc.caches {
 		r.DeploymentMeta = rc.caches.MetadataLister(handrollcache.DeploymentsResource)
 		r.ServiceMeta = rc.caches.MetadataLister(handrollcache.ServicesResource)

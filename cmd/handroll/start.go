@@ -163,7 +163,7 @@ func (p *process) serve() error {
 	if err != nil {
 		return fmt.Errorf("step 6, leader election: %w", err)
 	}
-	if err := errors.Join(validateShards(p.o), validateLeaseNames(p.o)); err != nil {
+	if err := errors.Join(validateShards(p.o), validateLeaseNames(p.o), validateFirstStatusGrace(p.o)); err != nil {
 		return fmt.Errorf("step 6, leader election: %w", err)
 	}
 	p.elector = elector
@@ -228,7 +228,7 @@ func runLeader(ctx context.Context, p *process) error {
 	}
 	defer closeJournal()
 	controller.RegisterWorkqueueMetrics(p.registry)
-	controllers, err := p.controllers(all, caches, informerSet, newWebAppReconciler(caches, p.kube, p.handroll, p.recorder), journal)
+	controllers, err := p.controllers(all, caches, informerSet, newWebAppReconciler(caches, p.kube, p.handroll, p.recorder, p.o.firstStatusGrace), journal)
 	if err != nil {
 		return fmt.Errorf("step 9, controllers: %w", err)
 	}
@@ -369,7 +369,7 @@ func webAppInformers(caches *handrollcache.Caches) (webapp.Informers, error) {
 
 // newWebAppReconciler is the WebApp reconciler on caches: it reads their
 // listers and writes through the clients.
-func newWebAppReconciler(caches *handrollcache.Caches, kube kubernetes.Interface, handroll clientset.Interface, recorder events.EventRecorder) *webapp.Reconciler {
+func newWebAppReconciler(caches *handrollcache.Caches, kube kubernetes.Interface, handroll clientset.Interface, recorder events.EventRecorder, firstStatusGrace time.Duration) *webapp.Reconciler {
 	return &webapp.Reconciler{
 		WebApps:               caches.WebAppLister(),
 		Deployments:           caches.DeploymentLister(),
@@ -384,7 +384,7 @@ func newWebAppReconciler(caches *handrollcache.Caches, kube kubernetes.Interface
 		ServiceMeta:           caches.MetadataLister(handrollcache.ServicesResource),
 		ConfigMapMeta:         caches.MetadataLister(handrollcache.ConfigMapsResource),
 		RefConfigMaps:         &webapp.RefConfigMaps{Kube: kube},
-		Progress:              &webapp.ProgressWrites{Interval: webapp.DefaultProgressWriteInterval, FirstGrace: webapp.DefaultFirstStatusGrace},
+		Progress:              &webapp.ProgressWrites{Interval: webapp.DefaultProgressWriteInterval, FirstGrace: firstStatusGrace},
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -171,11 +172,19 @@ func Start(t testing.TB, kubeconfig string, args ...string) *Operator {
 
 // Launch is Start without waiting for readiness.
 //
+// Unless args set --first-status-grace, a new WebApp's status is written at
+// once (--first-status-grace=0): the tests' Deployments are mostly never
+// ready (no controller-manager runs), and the grace would add its 3 s to
+// every wait for a first status. The tests of the grace set it.
+//
 // Unless args set a --webhook-* flag, the webhooks are off (--webhook-port=0):
 // self-managed certificates write a Secret and the cluster-wide webhook
 // configurations and CRD, which tests sharing a control plane must opt into.
 func Launch(t testing.TB, kubeconfig string, args ...string) *Operator {
 	t.Helper()
+	if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--first-status-grace") }) {
+		args = append([]string{"--first-status-grace=0"}, args...)
+	}
 	return LaunchBinary(t, Binary(t), kubeconfig, args...)
 }
 

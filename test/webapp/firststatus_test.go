@@ -25,8 +25,8 @@ import (
 // creation. The statuses are counted from a watch of the WebApp.
 func TestANewWebAppsFirstStatusWaitsForItsRollout(t *testing.T) {
 	ns := env.Namespace(t)
-	startOperator(t, "--leader-elect=false", "--namespaces="+ns)
 	grace := webapp.DefaultFirstStatusGrace
+	startOperator(t, "--leader-elect=false", "--namespaces="+ns, "--first-status-grace="+grace.String())
 
 	statuses := watchStatuses(t, ns, "quick")
 	quick := createWebApp(t, &handrollv1.WebApp{

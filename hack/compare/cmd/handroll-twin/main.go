@@ -52,6 +52,7 @@ type options struct {
 	webhookPort             int
 	namespaces              []string
 	syncPeriod              time.Duration
+	firstStatusGrace        time.Duration
 	cacheSyncTimeout        time.Duration
 	shutdownTimeout         time.Duration
 	maxConcurrentReconciles int
@@ -77,6 +78,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.webhookPort, "webhook-port", 0, "Accepted for handroll's command line; only 0: the twin serves no webhooks.")
 	fs.StringSliceVar(&o.namespaces, "namespaces", nil, "Namespaces to watch, comma-separated; empty watches all.")
 	fs.DurationVar(&o.syncPeriod, "sync-period", 10*time.Hour, "How often the informers resync every cached object; 0 disables resyncs.")
+	fs.DurationVar(&o.firstStatusGrace, "first-status-grace", webapp.DefaultFirstStatusGrace, "How long after its creation a new WebApp's first status may wait while it would only say the rollout is under way; 0: written at once.")
 	fs.DurationVar(&o.cacheSyncTimeout, "cache-sync-timeout", 2*time.Minute, "How long the informers may take to list everything before start-up fails.")
 	fs.DurationVar(&o.shutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long a graceful stop may take before the process exits anyway.")
 	fs.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", 4, "WebApps reconciled in parallel.")
@@ -189,7 +191,7 @@ func run(o options) error {
 		Recorder:           mgr.GetEventRecorder("handroll"),
 		RefMetadata:        refs,
 		ConfigMapsFiltered: o.tuned,
-		Progress:           &webapp.ProgressWrites{Interval: webapp.DefaultProgressWriteInterval, FirstGrace: webapp.DefaultFirstStatusGrace},
+		Progress:           &webapp.ProgressWrites{Interval: webapp.DefaultProgressWriteInterval, FirstGrace: o.firstStatusGrace},
 	}
 	if err := r.SetupWithManager(ctx, mgr); err != nil {
 		return err

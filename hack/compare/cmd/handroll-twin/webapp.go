@@ -360,7 +360,7 @@ func (r *WebAppReconciler) updateStatus(ctx context.Context, w *handrollv1.WebAp
 		return 0, nil
 	}
 	owner := client.ObjectKeyFromObject(w)
-	if held := r.Progress.Hold(owner, w.Status, status, time.Now()); held > 0 {
+	if held := max(r.Progress.HoldFirst(w.CreationTimestamp.Time, w.Status, status, time.Now()), r.Progress.Hold(owner, w.Status, status, time.Now())); held > 0 {
 		return held, nil
 	}
 	var ac handrollac.WebAppStatusApplyConfiguration
