@@ -452,7 +452,7 @@ func testResults() *Results {
 		Config: Config{
 			Sizes: []int{100, 1000}, Regimes: []Regime{slow, fast}, Cells: []Cell{{100, slow}, {100, fast}, {1000, fast}}, IdleCells: []Cell{{100, slow}, {1000, fast}},
 			NamespacesMax: 10, Rounds: 3, IdleSeconds: 30, ColdStartWindowSeconds: 10, Workers: 4,
-			Unrelated: 2000, UnrelatedNamespaces: 20, UnrelatedConfigMapBytes: 64 << 10, UnrelatedCell: &Cell{100, fast},
+			Unrelated: 2000, UnrelatedNamespaces: 20, UnrelatedConfigMapBytes: 64 << 10, UnrelatedCell: &Cell{100, fast}, UnrelatedKubectlApply: true,
 			BacklogWebApps: 1000, BacklogCells: []Cell{{1000, fast}}, Edits: 4, EditIntervalSeconds: 0.15,
 		},
 	}
@@ -527,7 +527,7 @@ func TestMarkdown(t *testing.T) {
 		"| 0 idle writes, every size and regime | 0 in all 6 samples | yes |",
 		"| peak RSS (VmHWM) once converged | 49.0 MiB | not run | not run | 30.0 MiB | 1.63 |",
 		"idle at N = 100 (QPS 20, burst 30) and N = 1000 (QPS 200, burst 300)",
-		"| peak RSS grows ≤ 5 MiB with 2000 unrelated objects of each kind (N = 100 at QPS 200, burst 300) | +3.0 MiB | yes |",
+		"| peak RSS grows ≤ 5 MiB with 2000 unrelated objects of each kind, ConfigMaps of 64 KiB made with `kubectl apply` (so each also holds its data again, in its last-applied annotation) (N = 100 at QPS 200, burst 300) | +3.0 MiB | yes |",
 		"| peak RSS: growth | +3.0 MiB | not run | not run | 0.0 MiB |",
 		"| start-up: growth | +300 ms | not run | not run | 0 ms |",
 		// Pooled over rounds: 0.1 … 0.4 and 0.2, 0.3.
@@ -975,5 +975,55 @@ func TestSavePartialKeepsWhatWasMeasured(t *testing.T) {
 	(&bench{began: time.Now(), res: &Results{}}).savePartial(empty, nil, errors.New("build failed"))
 	if _, err := os.Stat(filepath.Join(empty, "benchmarks.json")); !os.IsNotExist(err) {
 		t.Errorf("a run that measured nothing saved a report: %v", err)
+	}
+}
+
+// The projection to projectedN follows, round by round, the line through
+// each contender's figures at the two largest sizes, and says at which N
+// handroll's peak RSS would reach the chart's memory limit.
+func TestProjectionFollowsTheLineThroughTheTwoLargestSizes(t *testing.T) {
+	g := Regime{200, 300}
+	r := &Results{Contenders: []string{"handroll", "floor"}, Config: Config{Sizes: []int{1000, 10000}, Regimes: []Regime{g},
+		Cells: []Cell{{1000, g}, {10000, g}}, Rounds: 3}}
+	for round := 1; round <= 3; round++ {
+		for _, c := range r.Config.Cells {
+			n := float64(c.N)
+			// handroll: 40 MiB, and 10, 11, 12 KiB per WebApp in rounds 1 to 3;
+			// the floor: a flat 30 MiB.
+			r.Converge = append(r.Converge,
+				ConvergeSample{Contender: "handroll", Round: round, Cell: c, ConvergedPeakRSSBytes: 40<<20 + int64(n)*int64(9+round)<<10,
+					CPUSeconds: n * 0.001, Requests: map[string]float64{"POST": 4 * n, "GET": n}},
+				ConvergeSample{Contender: "floor", Round: round, Cell: c, ConvergedPeakRSSBytes: 30 << 20,
+					CPUSeconds: n * 0.0005, Requests: map[string]float64{"POST": 3 * n}})
+		}
+	}
+	md := r.markdown()
+	for _, want := range []string{
+		"### Projected to N = 100000",
+		// 40 MiB + 100000 × 11 KiB; 10 and 12 KiB in the other rounds.
+		"| peak RSS (VmHWM) once converged, at N = 100000 | 1114.2 MiB (1016.6 MiB–1211.9 MiB) | not run | not run | 30.0 MiB |",
+		"| CPU (process start → converged), at N = 100000 | 100.0 s | not run | not run | 50.00 s | 2.00 |",
+		// 5 and 3 requests per WebApp × 100000 ÷ 200 QPS.
+		"| its client's rate limit alone, at N = 100000: N × requests per WebApp at N = 10000 ÷ 200 QPS | 2500.0 s | not run | not run | 1500.0 s | 1.67 |",
+		// (256 − 40) MiB ÷ 11 KiB = 20107.6, to the hundred; 18432 and 22118.4.
+		"| N at which peak RSS reaches 256 MiB, the chart's memory limit | 20100 (18400–22100) | not run | not run | n/a: caches nothing |",
+		// 40 MiB + 10000 × 11 KiB; 10 and 12 KiB in the other rounds.
+		"| peak RSS once converged ≤ 250 MiB at N = 10000 (QPS 200, burst 300) | 147.4 MiB (137.7 MiB–157.2 MiB) | yes |",
+		"| peak RSS once converged ≤ 90 MiB at N = 3000 (QPS 200, burst 300) | not run | — |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the Markdown lacks\n%s\nin:\n%s", want, md)
+		}
+	}
+
+	// Measured at or beyond projectedN: nothing to project.
+	for i := range r.Converge {
+		if r.Converge[i].N == 10000 {
+			r.Converge[i].N = projectedN
+		}
+	}
+	r.Config.Sizes, r.Config.Cells = []int{1000, projectedN}, []Cell{{1000, g}, {projectedN, g}}
+	if md := r.markdown(); strings.Contains(md, "### Projected") {
+		t.Errorf("a run at N = %d projects to it:\n%s", projectedN, md)
 	}
 }

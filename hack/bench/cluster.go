@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +22,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -455,20 +459,21 @@ func unrelatedNamespaceNames(m int) []string {
 }
 
 // createUnrelated creates m ConfigMaps, m Deployments and m Services spread
-// over namespaces, labelled as nobody's.
+// over namespaces, labelled as nobody's. The ConfigMaps are made as most
+// users make theirs, with kubectl apply, so each also carries the
+// last-applied annotation: a second copy of its data, in every list and
+// watch event of it, which an operator must not keep.
 func (c *cluster) createUnrelated(ctx context.Context, namespaces []string, m int) error {
-	filler := strings.Repeat("0123456789abcdef", unrelatedConfigMapBytes/16)
-	return forEach(3*m, func(k int) error {
-		i := k / 3
-		ns, name := namespaces[i%len(namespaces)], fmt.Sprintf("other-%05d", i)
-		meta := metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "unrelated"}}
-		selector := map[string]string{"app.kubernetes.io/name": name}
+	if err := c.applyUnrelatedConfigMaps(ctx, namespaces, m); err != nil {
+		return err
+	}
+	return forEach(2*m, func(k int) error {
+		meta := unrelatedMeta(namespaces, k/2)
+		selector := map[string]string{"app.kubernetes.io/name": meta.Name}
 		var err error
-		switch k % 3 {
+		switch k % 2 {
 		case 0:
-			_, err = c.kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: meta, Data: map[string]string{"blob": filler}}, metav1.CreateOptions{})
-		case 1:
-			_, err = c.kube.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
+			_, err = c.kube.AppsV1().Deployments(meta.Namespace).Create(ctx, &appsv1.Deployment{
 				ObjectMeta: meta,
 				Spec: appsv1.DeploymentSpec{
 					Replicas: ptr.To[int32](1),
@@ -479,13 +484,63 @@ func (c *cluster) createUnrelated(ctx context.Context, namespaces []string, m in
 					},
 				},
 			}, metav1.CreateOptions{})
-		case 2:
-			_, err = c.kube.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+		case 1:
+			_, err = c.kube.CoreV1().Services(meta.Namespace).Create(ctx, &corev1.Service{
 				ObjectMeta: meta,
 				Spec:       corev1.ServiceSpec{Selector: selector, Ports: []corev1.ServicePort{{Port: 80}}},
 			}, metav1.CreateOptions{})
 		}
 		return err
+	})
+}
+
+// lastLines is the last n lines of out, for an error message.
+func lastLines(out []byte, n int) string {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// unrelatedMeta is the metadata of the i-th unrelated object of each kind.
+func unrelatedMeta(namespaces []string, i int) metav1.ObjectMeta {
+	name := fmt.Sprintf("other-%05d", i)
+	return metav1.ObjectMeta{Name: name, Namespace: namespaces[i%len(namespaces)],
+		Labels: map[string]string{"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "unrelated"}}
+}
+
+// applyUnrelatedConfigMaps writes the m unrelated ConfigMaps, a List per
+// namespace, and has the control plane's kubectl apply each file.
+func (c *cluster) applyUnrelatedConfigMaps(ctx context.Context, namespaces []string, m int) error {
+	dir, err := os.MkdirTemp("", "handroll-bench-unrelated-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	filler := strings.Repeat("0123456789abcdef", unrelatedConfigMapBytes/16)
+	lists := make([]corev1.List, len(namespaces))
+	for i := range m {
+		meta := unrelatedMeta(namespaces, i)
+		raw, err := json.Marshal(&corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, ObjectMeta: meta, Data: map[string]string{"blob": filler}})
+		if err != nil {
+			return err
+		}
+		l := &lists[i%len(namespaces)]
+		l.Items = append(l.Items, runtime.RawExtension{Raw: raw})
+	}
+	return forEach(len(namespaces), func(i int) error {
+		lists[i].TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "List"}
+		body, err := json.Marshal(&lists[i])
+		if err != nil {
+			return err
+		}
+		path := filepath.Join(dir, namespaces[i]+".json")
+		if err := os.WriteFile(path, body, 0o600); err != nil {
+			return err
+		}
+		out, err := exec.CommandContext(ctx, filepath.Join(c.cp.BinDir, "kubectl"), "--kubeconfig", c.cp.Kubeconfig, "apply", "-f", path).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("kubectl apply of %s's unrelated ConfigMaps: %w: %s", namespaces[i], err, lastLines(out, 5))
+		}
+		return nil
 	})
 }
 

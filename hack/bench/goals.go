@@ -65,6 +65,7 @@ func (r *Results) goals() [][3]string {
 		out = append(out, r.requestGoals(g)...)
 		out = append(out, r.floorGoals(g)...)
 		out = append(out, r.largeNGoals(g)...)
+		out = append(out, r.peakRSSGoals(g)...)
 	}
 	out = append(out, r.slopeGoals()...)
 	out = append(out, r.zeroGoals()...)
@@ -167,6 +168,29 @@ func (r *Results) largeNGoals(g Regime) [][3]string {
 	return out
 }
 
+// goalPeakRSS are the peak RSS, once converged, handroll keeps within at
+// these sizes.
+var goalPeakRSS = []struct {
+	n   int
+	mib float64
+}{{3000, 90}, {goalLargeN, 250}}
+
+// peakRSSGoals are handroll's peak RSS once converged against goalPeakRSS.
+func (r *Results) peakRSSGoals(g Regime) [][3]string {
+	var out [][3]string
+	for _, goal := range goalPeakRSS {
+		label := fmt.Sprintf("peak RSS once converged ≤ %g MiB at N = %d (%s)", goal.mib, goal.n, g.Title())
+		rss := always(func(s ConvergeSample) float64 { return mib(s.ConvergedPeakRSSBytes) })
+		vs := figures(convergeValues(r, Cell{N: goal.n, Regime: g}, false, rss)(contenderHandroll))
+		if len(vs) == 0 {
+			out = append(out, notRun(label))
+			continue
+		}
+		out = append(out, [3]string{label, withSpread(vs, unitMiB), met(median(vs), goal.mib)})
+	}
+	return out
+}
+
 // slopeGoals are the goals on the marginal costs (slopeRows) of the plot
 // regime: memory per WebApp, and CPU per WebApp against the floor's.
 func (r *Results) slopeGoals() [][3]string {
@@ -260,7 +284,8 @@ func (r *Results) scenarioGoals() [][3]string {
 		rss := always(func(s ConvergeSample) float64 { return mib(s.ConvergedPeakRSSBytes) })
 		with := median(figures(convergeValues(r, *c, true, rss)(h)))
 		without := median(figures(convergeValues(r, *c, false, rss)(h)))
-		label := fmt.Sprintf("peak RSS grows ≤ %g MiB with %d unrelated objects of each kind (%s)", goalUnrelatedGrowthMiB, r.Config.Unrelated, c)
+		label := fmt.Sprintf("peak RSS grows ≤ %g MiB with %d unrelated objects of each kind, ConfigMaps of %d KiB%s (%s)",
+			goalUnrelatedGrowthMiB, r.Config.Unrelated, r.Config.UnrelatedConfigMapBytes>>10, r.unrelatedApplied(), c)
 		if math.IsNaN(with - without) {
 			out = append(out, notMeasured(label))
 		} else {

@@ -66,6 +66,10 @@ type Config struct {
 	UnrelatedNamespaces     int   `json:"unrelatedNamespaces,omitempty"`
 	UnrelatedConfigMapBytes int   `json:"unrelatedConfigMapBytes,omitempty"`
 	UnrelatedCell           *Cell `json:"unrelatedCell,omitempty"`
+	// UnrelatedKubectlApply: the unrelated ConfigMaps were made with
+	// kubectl apply, so each carried its last-applied annotation. Before,
+	// the bench created them with its own client, without it.
+	UnrelatedKubectlApply bool `json:"unrelatedKubectlApply,omitempty"`
 
 	BacklogWebApps      int     `json:"backlogWebApps,omitempty"`
 	BacklogCells        []Cell  `json:"backlogCells,omitempty"`
@@ -552,9 +556,9 @@ func (m row) cell(vs []sample) string {
 	return withSpread(figures(vs), m.unit)
 }
 
-// slopeRows are the marginal costs per WebApp between the two largest
-// sizes of regime g, paired by round; none with fewer than two sizes.
-func (r *Results) slopeRows(g Regime) (n1, n2 int, rows []row) {
+// largestTwo are the two largest sizes of regime g; ok is false with fewer
+// than two.
+func (r *Results) largestTwo(g Regime) (n1, n2 int, ok bool) {
 	var sizes []int
 	for _, c := range r.cells() {
 		if c.Regime == g {
@@ -562,34 +566,102 @@ func (r *Results) slopeRows(g Regime) (n1, n2 int, rows []row) {
 		}
 	}
 	if len(sizes) < 2 {
-		return 0, 0, nil
+		return 0, 0, false
 	}
 	slices.Sort(sizes)
-	n1, n2 = sizes[len(sizes)-2], sizes[len(sizes)-1]
-	slope := func(f func(ConvergeSample) (float64, bool)) func(string) []sample {
-		return func(contender string) []sample {
-			var out []sample
-			for _, b := range r.converges(Cell{N: n2, Regime: g}, contender, false) {
-				for _, a := range r.converges(Cell{N: n1, Regime: g}, contender, false) {
-					va, okA := f(a)
-					vb, okB := f(b)
-					if a.Round == b.Round && okA && okB {
-						out = append(out, sample{b.Round, (vb - va) / float64(n2-n1)})
+	return sizes[len(sizes)-2], sizes[len(sizes)-1], true
+}
+
+// acrossSizes pairs, round by round, a contender's figure f at n1 with
+// its figure at n2, and makes one sample of each pair with combine.
+func (r *Results) acrossSizes(g Regime, n1, n2 int, f func(ConvergeSample) (float64, bool), combine func(at1, at2 float64) float64) func(string) []sample {
+	return func(contender string) []sample {
+		var out []sample
+		for _, b := range r.converges(Cell{N: n2, Regime: g}, contender, false) {
+			for _, a := range r.converges(Cell{N: n1, Regime: g}, contender, false) {
+				va, okA := f(a)
+				vb, okB := f(b)
+				if a.Round == b.Round && okA && okB {
+					if v := combine(va, vb); !math.IsNaN(v) {
+						out = append(out, sample{b.Round, v})
 					}
 				}
 			}
-			return out
 		}
+		return out
+	}
+}
+
+// The figures the slopes and the projection follow.
+var (
+	convergedPeakRSS  = always(func(s ConvergeSample) float64 { return float64(s.ConvergedPeakRSSBytes) })
+	convergedLiveHeap = func(s ConvergeSample) (float64, bool) {
+		return float64(s.ConvergedLiveHeapBytes), s.ConvergedLiveHeapBytes > 0
+	}
+	convergeCPU = always(func(s ConvergeSample) float64 { return s.CPUSeconds })
+)
+
+// slopeRows are the marginal costs per WebApp between the two largest
+// sizes of regime g, paired by round; none with fewer than two sizes.
+func (r *Results) slopeRows(g Regime) (n1, n2 int, rows []row) {
+	n1, n2, ok := r.largestTwo(g)
+	if !ok {
+		return 0, 0, nil
+	}
+	slope := func(f func(ConvergeSample) (float64, bool)) func(string) []sample {
+		return r.acrossSizes(g, n1, n2, f, func(at1, at2 float64) float64 { return (at2 - at1) / float64(n2-n1) })
 	}
 	rows = []row{
-		{name: "peak RSS (VmHWM) once converged, per WebApp more", unit: unitKiB,
-			values: slope(always(func(s ConvergeSample) float64 { return float64(s.ConvergedPeakRSSBytes) }))},
-		{name: "live heap once converged (gctrace), per WebApp more", unit: unitKiB,
-			values: slope(func(s ConvergeSample) (float64, bool) {
-				return float64(s.ConvergedLiveHeapBytes), s.ConvergedLiveHeapBytes > 0
-			})},
-		{name: "CPU (process start → converged), per WebApp more", unit: unitCPUPerApp,
-			values: slope(always(func(s ConvergeSample) float64 { return s.CPUSeconds }))},
+		{name: "peak RSS (VmHWM) once converged, per WebApp more", unit: unitKiB, values: slope(convergedPeakRSS)},
+		{name: "live heap once converged (gctrace), per WebApp more", unit: unitKiB, values: slope(convergedLiveHeap)},
+		{name: "CPU (process start → converged), per WebApp more", unit: unitCPUPerApp, values: slope(convergeCPU)},
+	}
+	return n1, n2, rows
+}
+
+// The projection: each contender's cost at projectedN WebApps, along the
+// line through its figures at the two largest sizes measured.
+const (
+	projectedN = 100000
+	// replicaMemoryLimitBytes is the chart's default limits.memory
+	// (charts/handroll/values.yaml): where one replica's peak RSS would
+	// reach it, the WebApps need shards or the replica a higher limit.
+	replicaMemoryLimitBytes = 256 << 20
+)
+
+// projectionRows are each contender's figures at projectedN, extrapolated
+// round by round, and the N at which its peak RSS would reach
+// replicaMemoryLimitBytes; none with fewer than two sizes.
+func (r *Results) projectionRows(g Regime) (n1, n2 int, rows []row) {
+	n1, n2, ok := r.largestTwo(g)
+	if !ok {
+		return 0, 0, nil
+	}
+	// at is f's line at projectedN, divided by unit (1 << 20: MiB).
+	at := func(f func(ConvergeSample) (float64, bool), unit float64) func(string) []sample {
+		return r.acrossSizes(g, n1, n2, f, func(at1, at2 float64) float64 {
+			return (at2 + (at2-at1)/float64(n2-n1)*float64(projectedN-n2)) / unit
+		})
+	}
+	applied := always(ConvergeSample.applied)
+	limitAt := r.acrossSizes(g, n1, n2, convergedPeakRSS, func(at1, at2 float64) float64 {
+		if at2 <= at1 {
+			return math.NaN() // flat: no N reaches the limit
+		}
+		n := float64(n2) + (replicaMemoryLimitBytes-at2)/((at2-at1)/float64(n2-n1))
+		return math.Round(n/100) * 100 // a projection: no finer than this
+	})
+	rows = []row{
+		{name: fmt.Sprintf("peak RSS (VmHWM) once converged, at N = %d", projectedN), unit: unitMiB, values: at(convergedPeakRSS, 1<<20)},
+		{name: fmt.Sprintf("live heap once converged (gctrace), at N = %d", projectedN), unit: unitMiB, values: at(convergedLiveHeap, 1<<20)},
+		{name: fmt.Sprintf("CPU (process start → converged), at N = %d", projectedN), unit: unitSeconds, values: at(convergeCPU, 1)},
+		{name: fmt.Sprintf("applied: first create → every WebApp's children and status written, at N = %d", projectedN), unit: unitSeconds, values: at(applied, 1)},
+		{name: fmt.Sprintf("its client's rate limit alone, at N = %d: N × requests per WebApp at N = %d ÷ %g QPS", projectedN, n2, g.QPS), unit: unitSeconds,
+			values: convergeValues(r, Cell{N: n2, Regime: g}, false, always(func(s ConvergeSample) float64 {
+				return total(s.Requests) / float64(n2) * projectedN / g.QPS
+			}))},
+		{name: fmt.Sprintf("N at which peak RSS reaches %d MiB, the chart's memory limit", replicaMemoryLimitBytes>>20), unit: unitCount,
+			none: "never: flat", na: map[string]string{contenderFloor: "n/a: caches nothing"}, values: limitAt},
 	}
 	return n1, n2, rows
 }
@@ -914,8 +986,28 @@ func (r *Results) goalsAndScale(p func(string, ...any)) {
 				"What the process costs at no WebApps (its binary, informers, servers) drops out. %s\n\n", n2, n1, n2-n1, ratiosNote)
 			r.table(p, rows, true)
 		}
+		r.projection(p, g)
 	}
 
+}
+
+// projection is the table of projectionRows, where the largest size run
+// is below projectedN.
+func (r *Results) projection(p func(string, ...any), g Regime) {
+	n1, n2, rows := r.projectionRows(g)
+	if len(rows) == 0 || n2 >= projectedN {
+		return
+	}
+	p("### Projected to N = %d\n\n", projectedN)
+	p("Beyond the largest size run: for each round, the line through a contender's figures at N = %d and %d, read at N = %d; the median over rounds, with the min–max. "+
+		"A projection, not a measurement: it assumes each WebApp more costs what one did between those sizes, and that the API server and etcd keep up. %s\n\n",
+		n1, n2, projectedN, ratiosNote)
+	r.table(p, rows, true)
+	p("Where one replica stops being enough: memory first, where its peak RSS reaches the chart's limit (`resources.limits.memory`, %d MiB) at the N of the last row. "+
+		"Past it, raise the limit, or split the WebApps over replicas with `--shards` ([sharding.md](sharding.md)): with the API server's ShardedListAndWatch feature gate each replica "+
+		"lists, watches and caches only its ranges' WebApps and children, so its memory and CPU fall with the number of replicas (without the gate, "+
+		"each still receives every object and filters on the client: the work is split, the watch traffic is not). The client's rate limit bounds time: converging N new WebApps at once, after a restore, "+
+		"takes at least the figure in the row above it, whatever the CPU, unless `--kube-api-qps` is raised or the WebApps are sharded.\n\n", replicaMemoryLimitBytes>>20)
 }
 
 // perSize is a table per size, per regime.
@@ -934,13 +1026,22 @@ func (r *Results) perSize(p func(string, ...any), cells []Cell) {
 
 }
 
+// unrelatedApplied says how the unrelated ConfigMaps were made, when by
+// kubectl apply.
+func (r *Results) unrelatedApplied() string {
+	if !r.Config.UnrelatedKubectlApply {
+		return ""
+	}
+	return " made with `kubectl apply` (so each also holds its data again, in its last-applied annotation)"
+}
+
 // scenarios is the unrelated objects, the live edits and the failovers.
 func (r *Results) scenarios(p func(string, ...any)) {
 	if c := r.Config.UnrelatedCell; c != nil {
 		p("## Unrelated objects\n\n")
-		p("%d ConfigMaps of %d KiB, %d Deployments and %d Services in %d namespaces without WebApps; %s. "+
+		p("%d ConfigMaps of %d KiB%s, %d Deployments and %d Services in %d namespaces without WebApps; %s. "+
 			"Without them: the per-size measurement of the same size and regime.\n\n",
-			r.Config.Unrelated, r.Config.UnrelatedConfigMapBytes>>10, r.Config.Unrelated, r.Config.Unrelated, r.Config.UnrelatedNamespaces, c)
+			r.Config.Unrelated, r.Config.UnrelatedConfigMapBytes>>10, r.unrelatedApplied(), r.Config.Unrelated, r.Config.Unrelated, r.Config.UnrelatedNamespaces, c)
 		r.table(p, r.unrelatedRows(*c), false)
 	}
 
@@ -1301,13 +1402,18 @@ func runMethodology(r *Results) []string {
 func scenarioMethodology(r *Results) []string {
 	var lines []string
 	if c := r.Config.UnrelatedCell; c != nil {
+		made := "with its own client (QPS 2000, 16 requests in flight)"
+		if r.Config.UnrelatedKubectlApply {
+			made = "the ConfigMaps with the control plane's `kubectl apply`, one List per namespace, so that each carries the last-applied " +
+				"annotation (a second copy of its data) as a user's would; the rest with its own client (QPS 2000, 16 requests in flight)"
+		}
 		lines = append(lines, fmt.Sprintf("**Unrelated objects**: before this scenario, the bench creates %d ConfigMaps with %d KiB of data each, "+
-			"%d Deployments and %d Services (ClusterIP) in %d namespaces that hold no WebApps, with its own client (QPS 2000, 16 requests "+
-			"in flight), none labelled as handroll's; then each contender converges %s as in the per-size converge, without idle or "+
+			"%d Deployments and %d Services (ClusterIP) in %d namespaces that hold no WebApps, %s, "+
+			"none labelled as handroll's; then each contender converges %s as in the per-size converge, without idle or "+
 			"cold start; then the objects are deleted, before any other measurement. Start-up is process start → `/readyz`; peak RSS here is "+
 			"`VmHWM` read when the request counters settled after convergence, in both runs. Without them: the per-size converge of the same "+
 			"size and regime; growth is the difference of the medians.",
-			r.Config.Unrelated, r.Config.UnrelatedConfigMapBytes>>10, r.Config.Unrelated, r.Config.Unrelated, r.Config.UnrelatedNamespaces, c))
+			r.Config.Unrelated, r.Config.UnrelatedConfigMapBytes>>10, r.Config.Unrelated, r.Config.Unrelated, r.Config.UnrelatedNamespaces, made, c))
 	}
 	if len(r.Config.BacklogCells) > 0 {
 		lines = append(lines, fmt.Sprintf("**Live edits while a backlog drains**: the %d WebApps are created while no contender runs, and the bench waits "+

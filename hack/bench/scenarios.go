@@ -17,7 +17,7 @@ func (b *bench) unrelatedScenario(ctx context.Context, contenders []contender, c
 	m := b.o.unrelated
 	namespaces := unrelatedNamespaceNames(m)
 	b.res.Config.Unrelated, b.res.Config.UnrelatedNamespaces, b.res.Config.UnrelatedConfigMapBytes = m, len(namespaces), unrelatedConfigMapBytes
-	b.res.Config.UnrelatedCell = &cell
+	b.res.Config.UnrelatedCell, b.res.Config.UnrelatedKubectlApply = &cell, true
 	b.logf("unrelated objects: creating %d ConfigMaps of %d KiB, %d Deployments, %d Services in %d namespaces", m, unrelatedConfigMapBytes>>10, m, m, len(namespaces))
 	began := time.Now()
 	if err := b.cluster.createNamespaces(ctx, namespaces); err != nil {

@@ -10,16 +10,17 @@ import (
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/handroll/handroll/pkg/apis/scheme"
 	"github.com/handroll/handroll/test/controlplane"
 )
 
-// ManifestWebhookConfigurations reads the mutating and the validating
-// webhook configuration of manifests/webhook, so that every test admits
-// WebApps with the rules and matchConditions a cluster gets.
-func ManifestWebhookConfigurations(t *testing.T) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration) {
+// ManifestObjects decodes every object of the YAML files of manifests/dir
+// with handroll's scheme, in file order, kustomization.yaml left out; a
+// document that does not decode fails t.
+func ManifestObjects(t *testing.T, dir string) []runtime.Object {
 	t.Helper()
 	root, err := controlplane.RepoRoot()
 	if err != nil {
@@ -30,10 +31,12 @@ func ManifestWebhookConfigurations(t *testing.T) (*admissionregistrationv1.Mutat
 		t.Fatal(err)
 	}
 	decoder := scheme.Codecs(s).UniversalDeserializer()
-	var mutating *admissionregistrationv1.MutatingWebhookConfiguration
-	var validating *admissionregistrationv1.ValidatingWebhookConfiguration
-	files, _ := filepath.Glob(filepath.Join(root, "manifests", "webhook", "*.yaml"))
+	files, _ := filepath.Glob(filepath.Join(root, "manifests", dir, "*.yaml"))
+	var out []runtime.Object
 	for _, f := range files {
+		if filepath.Base(f) == "kustomization.yaml" {
+			continue
+		}
 		data, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -56,21 +59,33 @@ func ManifestWebhookConfigurations(t *testing.T) (*admissionregistrationv1.Mutat
 			}
 			obj, _, err := decoder.Decode(raw, nil, nil)
 			if err != nil {
-				// kustomization.yaml and anything else not a Kubernetes object.
-				continue
+				t.Fatalf("%s: %v", f, err)
 			}
-			switch o := obj.(type) {
-			case *admissionregistrationv1.MutatingWebhookConfiguration:
-				if mutating != nil {
-					t.Fatalf("manifests/webhook has more than one MutatingWebhookConfiguration")
-				}
-				mutating = o
-			case *admissionregistrationv1.ValidatingWebhookConfiguration:
-				if validating != nil {
-					t.Fatalf("manifests/webhook has more than one ValidatingWebhookConfiguration")
-				}
-				validating = o
+			out = append(out, obj)
+		}
+	}
+	return out
+}
+
+// ManifestWebhookConfigurations reads the mutating and the validating
+// webhook configuration of manifests/webhook, so that every test admits
+// WebApps with the rules and matchConditions a cluster gets.
+func ManifestWebhookConfigurations(t *testing.T) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration) {
+	t.Helper()
+	var mutating *admissionregistrationv1.MutatingWebhookConfiguration
+	var validating *admissionregistrationv1.ValidatingWebhookConfiguration
+	for _, obj := range ManifestObjects(t, "webhook") {
+		switch o := obj.(type) {
+		case *admissionregistrationv1.MutatingWebhookConfiguration:
+			if mutating != nil {
+				t.Fatalf("manifests/webhook has more than one MutatingWebhookConfiguration")
 			}
+			mutating = o
+		case *admissionregistrationv1.ValidatingWebhookConfiguration:
+			if validating != nil {
+				t.Fatalf("manifests/webhook has more than one ValidatingWebhookConfiguration")
+			}
+			validating = o
 		}
 	}
 	if mutating == nil || validating == nil || len(mutating.Webhooks) != 1 || len(validating.Webhooks) != 1 {

@@ -2,8 +2,6 @@ package webapp
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -14,10 +12,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	handrollv1 "github.com/handroll/handroll/pkg/apis/handroll/v1"
-	"github.com/handroll/handroll/pkg/apis/scheme"
 	"github.com/handroll/handroll/pkg/controller/webapp"
 	"github.com/handroll/handroll/test/controlplane"
 	"github.com/handroll/handroll/test/operator"
@@ -88,40 +84,14 @@ func TestManifestRBACIsEnough(t *testing.T) {
 // ns, with cluster-wide names passed through rename.
 func createRBACManifests(ctx context.Context, t *testing.T, ns string, rename func(string) string) {
 	t.Helper()
-	root, err := controlplane.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := scheme.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	decoder := scheme.Codecs(s).UniversalDeserializer()
-	files, _ := filepath.Glob(filepath.Join(root, "manifests", "rbac", "*.yaml"))
-	created := 0
-	for _, f := range files {
-		if filepath.Base(f) == "kustomization.yaml" {
-			continue
-		}
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		raw, err := utilyaml.ToJSON(data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		obj, _, err := decoder.Decode(raw, nil, nil)
-		if err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
+	objs := operator.ManifestObjects(t, "rbac")
+	for _, obj := range objs {
 		if err := createMoved(ctx, t, obj, ns, rename); err != nil {
-			t.Fatalf("%s: %v", f, err)
+			t.Fatalf("%T %v: %v", obj, obj.(metav1.Object).GetName(), err)
 		}
-		created++
 	}
-	if created < 5 {
-		t.Fatalf("found only %d RBAC manifests", created)
+	if len(objs) < 5 {
+		t.Fatalf("found only %d RBAC manifests", len(objs))
 	}
 }
 

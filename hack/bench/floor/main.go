@@ -159,6 +159,10 @@ func converge(ctx context.Context, client clientset.Interface, kube kubernetes.I
 list:
 	for {
 		page, err := client.HandrollV1().WebApps(metav1.NamespaceAll).List(ctx, opts)
+		if token := expiredContinue(err); token != "" {
+			opts.Continue = token
+			continue
+		}
 		if err != nil {
 			listErr = err
 			break
@@ -181,6 +185,20 @@ list:
 		listErr = errors.Join(listErr, err)
 	}
 	return listErr
+}
+
+// expiredContinue is the token that resumes a list whose continue token
+// expired, or "". At large N, writing a page's WebApps outlasts the API
+// server's compaction (every 5 minutes), which expires the token; the
+// error then carries one that resumes after the last key, at the newest
+// revision. It misses no WebApp here: all were created before the floor
+// started, and the floor changes only their status.
+func expiredContinue(err error) string {
+	var s apierrors.APIStatus
+	if !apierrors.IsResourceExpired(err) || !errors.As(err, &s) {
+		return ""
+	}
+	return s.Status().Continue
 }
 
 // write applies w's children, then its status. Server-side apply costs one
